@@ -1,0 +1,34 @@
+//! braid's protocol engine: the whole bonding protocol as a sans-IO state machine.
+//!
+//! The engine never reads a clock, never touches a socket and never spawns a thread.
+//! Every entry point takes `now`; output is pulled. One [`Session`] is one tunnel between a
+//! gateway and a server over any number of paths. See [`Session`] for the driving contract.
+//!
+//! Layout (one idea per module):
+//! - [`time`]: the engine's notion of time ([`Instant`], microseconds from an arbitrary epoch).
+//! - [`path`]: per-path state and the PluriBus §4.2-4.3 estimators (queue length as drain
+//!   time, capacity from packet trains, propagation delay + skew, loss EWMA, RTT, liveness).
+//! - [`sched`]: the [`sched::Scheduler`] trait and the path schedulers behind it.
+//! - [`fec`]: the [`fec::LossRecovery`] trait and the loss-masking methods behind it.
+//! - [`reorder`]: the resequencing buffer with hole timeout (PluriBus §5).
+//! - [`session`]: the engine that ties them together.
+
+pub mod config;
+pub mod event;
+pub mod fec;
+pub mod path;
+pub mod reorder;
+pub mod sched;
+pub mod session;
+pub mod stats;
+pub mod time;
+
+pub use config::{Config, LossRecoveryKind, PathConfig, Role, SchedulerKind};
+pub use event::Event;
+pub use session::{HandleError, Session, Transmit};
+pub use stats::{PathStats, SessionStats};
+pub use time::Instant;
+
+/// Identifies one path of a session: the same number at both ends (carried in every
+/// datagram). A gateway with three uplinks uses paths 0, 1 and 2.
+pub type PathId = u8;
