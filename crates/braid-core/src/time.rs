@@ -48,7 +48,10 @@ impl Instant {
 impl Add<Duration> for Instant {
     type Output = Instant;
     fn add(self, d: Duration) -> Instant {
-        Instant(self.0.saturating_add(d.as_micros().min(u64::MAX as u128) as u64))
+        Instant(
+            self.0
+                .saturating_add(d.as_micros().min(u64::MAX as u128) as u64),
+        )
     }
 }
 
@@ -61,7 +64,10 @@ impl AddAssign<Duration> for Instant {
 impl Sub<Duration> for Instant {
     type Output = Instant;
     fn sub(self, d: Duration) -> Instant {
-        Instant(self.0.saturating_sub(d.as_micros().min(u64::MAX as u128) as u64))
+        Instant(
+            self.0
+                .saturating_sub(d.as_micros().min(u64::MAX as u128) as u64),
+        )
     }
 }
 
