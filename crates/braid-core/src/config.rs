@@ -42,12 +42,15 @@ pub struct PathConfig {
     /// Expected capacity in bits per second of the direction this end sends on, used until
     /// the receiver's estimate arrives (PluriBus §4.2: "We bootstrap nodes with expected
     /// capacity of the paths").
-    pub expected_capacity_bps: u64,
+    pub tx_capacity_bps: u64,
+    /// Expected capacity of the direction this end receives on: the starting point of its
+    /// capacity estimator.
+    pub rx_capacity_bps: u64,
 }
 
 /// Session-wide settings.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Carried in every datagram so a load balancer can route by it.
     pub session_id: u32,
@@ -66,6 +69,12 @@ pub struct Config {
     pub heartbeat_interval: Duration,
     /// A path that received nothing for this long is declared down.
     pub path_timeout: Duration,
+    /// Bytes each datagram carries on the wire besides braid's own (IPv4 + UDP: 28). The
+    /// estimators count them: capacity is consumed by whole datagrams.
+    pub datagram_overhead: usize,
+    /// A path whose RTT was last measured longer ago than this gets the next report, so
+    /// that its echo measures it (reports otherwise go on the fastest path).
+    pub rtt_refresh: Duration,
     /// Largest inner packet accepted by `send`, in bytes.
     pub max_packet_size: usize,
     /// Bound on packets waiting in the send queue; beyond it new packets are dropped and
@@ -88,11 +97,53 @@ impl Default for Config {
             capacity_interval: Duration::from_millis(500),
             report_interval: Duration::from_millis(100),
             heartbeat_interval: Duration::from_millis(100),
-            path_timeout: Duration::from_millis(1000),
+            path_timeout: Duration::from_millis(500),
+            datagram_overhead: 28,
+            rtt_refresh: Duration::from_secs(1),
             max_packet_size: 1500,
             send_queue_limit: 4096,
             reorder_limit: 4096,
             seed: 0,
         }
+    }
+}
+
+/// A configuration the engine cannot run with.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("a session needs at least one path")]
+    NoPaths,
+    #[error("path id {0} is configured twice")]
+    DuplicatePath(crate::PathId),
+    #[error("{0} must be greater than zero")]
+    Zero(&'static str),
+    #[error("max_packet_size {0} is out of range: expected 1 to 65000 bytes")]
+    PacketSize(usize),
+}
+
+impl Config {
+    /// Checks the settings the engine depends on.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let durations = [
+            (self.capacity_interval, "capacity_interval"),
+            (self.report_interval, "report_interval"),
+            (self.heartbeat_interval, "heartbeat_interval"),
+            (self.path_timeout, "path_timeout"),
+        ];
+        for (d, name) in durations {
+            if d.is_zero() {
+                return Err(ConfigError::Zero(name));
+            }
+        }
+        if self.send_queue_limit == 0 {
+            return Err(ConfigError::Zero("send_queue_limit"));
+        }
+        if self.reorder_limit == 0 {
+            return Err(ConfigError::Zero("reorder_limit"));
+        }
+        if self.max_packet_size == 0 || self.max_packet_size > 65_000 {
+            return Err(ConfigError::PacketSize(self.max_packet_size));
+        }
+        Ok(())
     }
 }

@@ -1,5 +1,8 @@
 //! What the engine tells its driver, pulled with [`crate::Session::poll_event`].
 
+use std::net::SocketAddr;
+use std::time::Duration;
+
 use crate::PathId;
 
 /// A notable change in the session. Events are informational: the engine has already acted.
@@ -11,4 +14,13 @@ pub enum Event {
     PathDown(PathId),
     /// The peer reported a new capacity estimate for the direction we send on.
     CapacityChanged { path: PathId, bps: u64 },
+    /// (Server) a gateway said hello.
+    PeerHello { paths: Option<u8> },
+    /// (Gateway) the server's configuration arrived and was applied.
+    Configured {
+        mtu: Option<u16>,
+        hole_timeout: Option<Duration>,
+    },
+    /// The peer's address on a path changed.
+    AddressChanged { path: PathId, addr: SocketAddr },
 }

@@ -23,9 +23,9 @@ pub mod session;
 pub mod stats;
 pub mod time;
 
-pub use config::{Config, LossRecoveryKind, PathConfig, Role, SchedulerKind};
+pub use config::{Config, ConfigError, LossRecoveryKind, PathConfig, Role, SchedulerKind};
 pub use event::Event;
-pub use session::{HandleError, Session, Transmit};
+pub use session::{HandleError, SendError, Session, Transmit};
 pub use stats::{PathStats, SessionStats};
 pub use time::Instant;
 

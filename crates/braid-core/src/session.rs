@@ -1,9 +1,27 @@
 //! The engine: one tunnel between a gateway and a server over many paths.
 
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use braid_wire::{
+    Coded, ConfigMsg, Datagram, Header, Hello, Message, PathEntries, PathEntry, CODED_FIXED_LEN,
+    DATA_FIXED_LEN, HEADER_LEN, MAX_BITMAP_LEN, PATH_ENTRY_LEN,
+};
+
+use crate::config::ConfigError;
+use crate::fec::{LossRecovery, RecoveredSink, RepairBody};
+use crate::path::{Path, SentKind};
+use crate::reorder::{Insert, Resequencer};
+use crate::sched::{PacketMeta, Scheduler};
 use crate::{Config, Event, Instant, PathConfig, PathId, Role, SessionStats};
 
-/// One datagram ready to go out on a path; its bytes are in the buffer passed to
-/// [`Session::poll_transmit`].
+/// Most events kept for the driver; older ones are dropped (and counted) beyond it.
+const MAX_EVENTS: usize = 1024;
+/// Most recycled packet buffers kept.
+const MAX_POOL: usize = 1024;
+
+/// One datagram ready to go out on a path; its bytes are at the front of the buffer passed
+/// to [`Session::poll_transmit`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transmit {
     pub path: PathId,
@@ -17,54 +35,610 @@ pub enum HandleError {
     Malformed(#[from] braid_wire::Error),
     #[error("datagram for session {got}, this session is {expected}")]
     WrongSession { expected: u32, got: u32 },
-    #[error("datagram on unknown path {0}")]
+    #[error("datagram names path {0}, which this session does not have")]
     UnknownPath(PathId),
+    #[error("datagram names path {named} but arrived on path {arrived}")]
+    PathMismatch { named: PathId, arrived: PathId },
 }
 
-/// The sans-IO bonding engine. See the crate docs for the driving contract.
+/// Why [`Session::send`] refused an inner packet. Every refusal is counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    #[error("packet of {len} bytes exceeds the tunnel's maximum of {max}")]
+    TooLarge { len: usize, max: usize },
+    #[error("send queue full ({0} packets)")]
+    QueueFull(usize),
+}
+
+/// The sans-IO bonding engine: one session between a gateway and a server.
+///
+/// # Driving contract
+///
+/// The engine never reads a clock, never touches a socket and never spawns a thread. The
+/// driver (the daemon's event loop, or the simulator) feeds it inputs and pulls outputs:
+///
+/// - inputs: [`Session::send`] (an inner packet from the LAN or TUN),
+///   [`Session::handle_datagram`] (a datagram that arrived on a path) and
+///   [`Session::handle_timeout`] (the instant from [`Session::poll_timeout`] was reached;
+///   calling it early is harmless);
+/// - outputs, after any input: [`Session::poll_transmit`] until `None` (datagrams to send
+///   on paths), [`Session::poll_deliver`] until `false` (inner packets for the LAN, in
+///   order), [`Session::poll_event`] until `None`, then [`Session::poll_timeout`] for the
+///   next wake-up.
+///
+/// Every call takes `now`; time only moves forward. Both ends run the same protocol
+/// (PluriBus §4: "Identical algorithms run in each direction"); the [`Role`] only decides
+/// who says hello and who configures.
 pub struct Session {
-    _config: Config,
+    config: Config,
+    role: Role,
+    created: Instant,
+    last_now: Instant,
+    paths: Vec<Path>,
+    /// `index[id]` is the position of path `id` in `paths`.
+    index: [Option<u8>; 256],
+    scheduler: Box<dyn Scheduler>,
+    recovery: Box<dyn LossRecovery>,
+    send_queue: VecDeque<(u32, Vec<u8>)>,
+    pool: Vec<Vec<u8>>,
+    next_data_seq: u32,
+    reseq: Resequencer,
+    /// Reference for the peers' `d + δ` reports: the first one received. Relative delays are
+    /// small numbers whatever the clocks' skew.
+    delay_base: Option<u32>,
+    /// Highest data sequence number received from the peer (our ack).
+    highest_rx_data: Option<u32>,
+    next_report_at: Instant,
+    rx_since_report: bool,
+    /// Gateway: the server's config has arrived. Server: always true.
+    configured: bool,
+    /// Server: a hello arrived on this path and wants a config in reply.
+    config_due: Option<PathId>,
+    events: VecDeque<Event>,
+    entries: Vec<PathEntry>,
+    stats: SessionStats,
 }
 
 impl Session {
-    pub fn new(config: Config, _role: Role, _paths: &[PathConfig], _now: Instant) -> Session {
-        Session { _config: config }
+    /// Starts a session at `now` over `paths`.
+    pub fn new(
+        config: Config,
+        role: Role,
+        paths: &[PathConfig],
+        now: Instant,
+    ) -> Result<Session, ConfigError> {
+        config.validate()?;
+        if paths.is_empty() {
+            return Err(ConfigError::NoPaths);
+        }
+        let mut index = [None; 256];
+        let mut list = Vec::with_capacity(paths.len());
+        for (i, p) in paths.iter().enumerate() {
+            let slot = &mut index[usize::from(p.id)];
+            if slot.is_some() {
+                return Err(ConfigError::DuplicatePath(p.id));
+            }
+            // At most 256 distinct ids, so the position fits in a u8.
+            *slot = Some(i as u8);
+            list.push(Path::new(p, config.capacity_interval));
+        }
+        Ok(Session {
+            scheduler: crate::sched::build(config.scheduler),
+            recovery: crate::fec::build(config.loss_recovery),
+            reseq: Resequencer::new(config.hole_timeout, config.reorder_limit),
+            send_queue: VecDeque::with_capacity(config.send_queue_limit.min(4096)),
+            next_report_at: now + config.report_interval,
+            configured: role == Role::Server,
+            entries: Vec::with_capacity(list.len()),
+            config,
+            role,
+            created: now,
+            last_now: now,
+            paths: list,
+            index,
+            pool: Vec::new(),
+            next_data_seq: 0,
+            highest_rx_data: None,
+            delay_base: None,
+            rx_since_report: false,
+            config_due: None,
+            events: VecDeque::new(),
+            stats: SessionStats::default(),
+        })
     }
 
+    /// Replaces the path scheduler (for experiments that compare policies).
+    pub fn set_scheduler(&mut self, scheduler: Box<dyn Scheduler>) {
+        self.scheduler = scheduler;
+    }
+
+    /// Replaces the loss-recovery method.
+    pub fn set_loss_recovery(&mut self, recovery: Box<dyn LossRecovery>) {
+        self.recovery = recovery;
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The session's paths, in configuration order.
+    pub fn paths(&self) -> &[Path] {
+        &self.paths
+    }
+
+    /// The receiver-clock value (µs, wrapping) that [`Path::delay_skew_us`] and
+    /// [`Path::predicted_delivery_us`] are relative to.
+    pub fn delay_base(&self) -> u32 {
+        self.delay_base.unwrap_or(0)
+    }
+
+    /// A buffer this long holds any datagram [`Session::poll_transmit`] writes.
+    pub fn transmit_buffer_len(&self) -> usize {
+        let data = HEADER_LEN + 4 + CODED_FIXED_LEN + MAX_BITMAP_LEN + self.config.max_packet_size;
+        let report = HEADER_LEN + 4 + 1 + PATH_ENTRY_LEN * self.paths.len();
+        data.max(report).max(HEADER_LEN + 4 + 300)
+    }
+
+    /// Hands the engine an inner packet to carry to the peer.
+    pub fn send(&mut self, now: Instant, packet: &[u8]) -> Result<(), SendError> {
+        self.advance(now);
+        if packet.len() > self.config.max_packet_size {
+            self.stats.oversize_drops += 1;
+            return Err(SendError::TooLarge {
+                len: packet.len(),
+                max: self.config.max_packet_size,
+            });
+        }
+        if self.send_queue.len() >= self.config.send_queue_limit {
+            self.stats.send_queue_drops += 1;
+            return Err(SendError::QueueFull(self.config.send_queue_limit));
+        }
+        let mut buf = self.pool.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(packet);
+        let seq = self.next_data_seq;
+        self.next_data_seq = seq.wrapping_add(1);
+        self.send_queue.push_back((seq, buf));
+        self.stats.sent_packets += 1;
+        self.stats.sent_bytes += packet.len() as u64;
+        Ok(())
+    }
+
+    /// Processes a datagram that arrived on `path`.
     pub fn handle_datagram(
         &mut self,
-        _now: Instant,
-        _path: PathId,
-        _datagram: &[u8],
+        now: Instant,
+        path: PathId,
+        datagram: &[u8],
     ) -> Result<(), HandleError> {
-        todo!()
+        self.advance(now);
+        let d = match Datagram::parse(datagram) {
+            Ok(d) => d,
+            Err(e) => {
+                self.stats.malformed_datagrams += 1;
+                return Err(e.into());
+            }
+        };
+        if d.header.session_id != self.config.session_id {
+            self.stats.wrong_session += 1;
+            return Err(HandleError::WrongSession {
+                expected: self.config.session_id,
+                got: d.header.session_id,
+            });
+        }
+        if d.header.path != path {
+            self.stats.unknown_path += 1;
+            return Err(HandleError::PathMismatch {
+                named: d.header.path,
+                arrived: path,
+            });
+        }
+        let Some(pi) = self.index[usize::from(path)].map(usize::from) else {
+            self.stats.unknown_path += 1;
+            return Err(HandleError::UnknownPath(path));
+        };
+        let wire_bytes = datagram.len() + self.config.datagram_overhead;
+        let (came_up, _) =
+            self.paths[pi].on_receive(now, d.header.path_seq, d.header.timestamp, wire_bytes);
+        if came_up {
+            self.push_event(Event::PathUp(path));
+        }
+        self.rx_since_report = true;
+        if let Some(ack) = d.header.ack {
+            self.recovery.on_ack(now, ack);
+        }
+        match d.message {
+            Message::Data { seq, payload } => {
+                self.recovery.on_data_received(now, seq, payload);
+                self.accept_data(now, seq, payload);
+            }
+            Message::Coded(coded) => {
+                let mut sink = Accept {
+                    reseq: &mut self.reseq,
+                    highest: &mut self.highest_rx_data,
+                    recovered: &mut self.stats.recovered,
+                    now,
+                };
+                self.recovery.on_coded_received(now, &coded, &mut sink);
+            }
+            Message::Report(entries) => {
+                self.stats.reports_received += 1;
+                for e in entries.iter() {
+                    let Some(i) = self.index[usize::from(e.path)].map(usize::from) else {
+                        continue;
+                    };
+                    if self.delay_base.is_none() {
+                        self.delay_base = e.delay_us;
+                    }
+                    let base = self.delay_base.unwrap_or(0);
+                    let out = self.paths[i].on_report(now, &e, e.path == path, base);
+                    if let Some(bps) = out.capacity_changed {
+                        self.push_event(Event::CapacityChanged { path: e.path, bps });
+                    }
+                }
+            }
+            Message::Heartbeat => {}
+            Message::Hello(h) => {
+                if self.role == Role::Server {
+                    self.config_due = Some(path);
+                    self.push_event(Event::PeerHello { paths: h.paths });
+                }
+            }
+            Message::Config(c) => {
+                if self.role == Role::Gateway && !self.configured {
+                    self.configured = true;
+                    let hole = c.hole_timeout_ms.map(|ms| Duration::from_millis(ms.into()));
+                    if let Some(h) = hole {
+                        self.reseq.set_hole_timeout(h);
+                    }
+                    self.push_event(Event::Configured {
+                        mtu: c.mtu,
+                        hole_timeout: hole,
+                    });
+                }
+            }
+            Message::AddressChange(addr) => self.push_event(Event::AddressChanged { path, addr }),
+        }
+        Ok(())
     }
 
-    pub fn send(&mut self, _now: Instant, _packet: &[u8]) {
-        todo!()
+    fn accept_data(&mut self, now: Instant, seq: u32, payload: &[u8]) {
+        let mut sink = Accept {
+            reseq: &mut self.reseq,
+            highest: &mut self.highest_rx_data,
+            recovered: &mut 0,
+            now,
+        };
+        sink.accept(seq, payload);
     }
 
-    pub fn poll_transmit(&mut self, _now: Instant, _buf: &mut [u8]) -> Option<Transmit> {
-        todo!()
+    /// Writes the next datagram to send into `buf` (at least
+    /// [`Session::transmit_buffer_len`] bytes) and says which path it goes on.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        self.advance(now);
+        if let Some(t) = self.poll_config(now, buf) {
+            return Some(t);
+        }
+        if let Some(t) = self.poll_report(now, buf) {
+            return Some(t);
+        }
+        if let Some(t) = self.poll_data(now, buf) {
+            return Some(t);
+        }
+        if let Some(t) = self.poll_repair(now, buf) {
+            return Some(t);
+        }
+        self.poll_heartbeat(now, buf)
     }
 
-    pub fn poll_deliver(&mut self, _out: &mut Vec<u8>) -> bool {
-        todo!()
+    fn header(&mut self, now: Instant, pi: usize, wire_len: usize, kind: SentKind) -> Header {
+        let wire_bytes = wire_len + self.config.datagram_overhead;
+        let path = &mut self.paths[pi];
+        let path_seq = path.on_send(now, wire_bytes, kind);
+        Header {
+            session_id: self.config.session_id,
+            path: path.id(),
+            path_seq,
+            timestamp: now.wire_timestamp(),
+            ack: self.highest_rx_data,
+        }
     }
 
+    /// Emits `message` on path index `pi`.
+    fn emit(
+        &mut self,
+        now: Instant,
+        pi: usize,
+        message: Message<'_>,
+        kind: SentKind,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        let probe = Datagram {
+            header: Header {
+                session_id: 0,
+                path: 0,
+                path_seq: 0,
+                timestamp: 0,
+                ack: self.highest_rx_data,
+            },
+            message,
+        };
+        let len = probe.buffer_len();
+        let header = self.header(now, pi, len, kind);
+        let d = Datagram { header, message };
+        match d.emit(buf) {
+            Ok(len) => Some(Transmit {
+                path: header.path,
+                len,
+            }),
+            // The caller's buffer is shorter than `transmit_buffer_len`: a driver bug. The
+            // datagram is lost like any other and counted on the path.
+            Err(_) => None,
+        }
+    }
+
+    fn poll_config(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let path = self.config_due.take()?;
+        let pi = self.index[usize::from(path)].map(usize::from)?;
+        let msg = Message::Config(ConfigMsg {
+            mtu: u16::try_from(self.config.max_packet_size).ok(),
+            hole_timeout_ms: u16::try_from(self.config.hole_timeout.as_millis()).ok(),
+            ..ConfigMsg::default()
+        });
+        self.emit(now, pi, msg, SentKind::Control, buf)
+    }
+
+    fn poll_report(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if !self.rx_since_report || now < self.next_report_at {
+            return None;
+        }
+        let pi = self.report_path(now);
+        self.rx_since_report = false;
+        self.next_report_at = now + self.config.report_interval;
+        let mut entries = std::mem::take(&mut self.entries);
+        entries.clear();
+        entries.extend(self.paths.iter().map(|p| p.report_entry(now)));
+        self.stats.reports_sent += 1;
+        let t = self.emit(
+            now,
+            pi,
+            Message::Report(PathEntries::Slice(&entries)),
+            SentKind::Control,
+            buf,
+        );
+        self.entries = entries;
+        t
+    }
+
+    /// The path a report goes on: a usable path whose RTT has not been measured for
+    /// `rtt_refresh` (so the report's echo measures it), else the usable path with the
+    /// earliest predicted delivery.
+    fn report_path(&self, now: Instant) -> usize {
+        let usable = || self.paths.iter().enumerate().filter(|(_, p)| p.is_usable());
+        let stale = usable().find(|(_, p)| {
+            p.rtt()
+                .last_sample_at()
+                .is_none_or(|t| now.saturating_duration_since(t) >= self.config.rtt_refresh)
+        });
+        if let Some((i, _)) = stale {
+            return i;
+        }
+        usable()
+            .min_by_key(|(_, p)| p.predicted_delivery_us(now, 100).unwrap_or(i64::MAX))
+            .map_or(0, |(i, _)| i)
+    }
+
+    fn poll_data(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let (seq, packet) = self.send_queue.front()?;
+        let seq = *seq;
+        let meta = PacketMeta {
+            seq,
+            wire_bytes: HEADER_LEN
+                + 4
+                + DATA_FIXED_LEN
+                + packet.len()
+                + self.config.datagram_overhead,
+            packet,
+        };
+        let path = self.scheduler.select(now, &meta, &self.paths)?;
+        let pi = self.index[usize::from(path)].map(usize::from)?;
+        let (seq, packet) = self.send_queue.pop_front()?;
+        let t = self.emit(
+            now,
+            pi,
+            Message::Data {
+                seq,
+                payload: &packet,
+            },
+            SentKind::Data,
+            buf,
+        );
+        self.recovery
+            .on_data_sent(now, seq, &self.paths[pi], &packet);
+        if self.pool.len() < MAX_POOL {
+            self.pool.push(packet);
+        }
+        t
+    }
+
+    fn poll_repair(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let repair = self.recovery.poll_repair(now, &self.paths)?;
+        let pi = self.index[usize::from(repair.path)].map(usize::from)?;
+        let message = match repair.body {
+            RepairBody::Coded {
+                seq,
+                len_xor,
+                bitmap,
+                payload,
+            } => Message::Coded(Coded {
+                seq,
+                len_xor,
+                bitmap,
+                payload,
+            }),
+            RepairBody::Retransmit { seq, payload } => Message::Data { seq, payload },
+        };
+        // `emit` needs `&mut self` while `message` borrows the recovery's buffers: emit
+        // through a split borrow of the fields it touches.
+        let wire_len = Datagram {
+            header: Header {
+                session_id: 0,
+                path: 0,
+                path_seq: 0,
+                timestamp: 0,
+                ack: self.highest_rx_data,
+            },
+            message,
+        }
+        .buffer_len();
+        let path = &mut self.paths[pi];
+        let path_seq = path.on_send(
+            now,
+            wire_len + self.config.datagram_overhead,
+            SentKind::Repair,
+        );
+        let header = Header {
+            session_id: self.config.session_id,
+            path: path.id(),
+            path_seq,
+            timestamp: now.wire_timestamp(),
+            ack: self.highest_rx_data,
+        };
+        let t = Datagram { header, message }
+            .emit(buf)
+            .ok()
+            .map(|len| Transmit {
+                path: header.path,
+                len,
+            });
+        self.recovery.on_repair_sent(now);
+        self.stats.repair_sent += 1;
+        t
+    }
+
+    fn heartbeat_due(&self, p: &Path) -> Instant {
+        p.last_tx().unwrap_or(self.created) + self.config.heartbeat_interval
+    }
+
+    fn poll_heartbeat(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let first_tx = |p: &Path| p.last_tx().is_none();
+        let pi = self
+            .paths
+            .iter()
+            .position(|p| first_tx(p) || self.heartbeat_due(p) <= now)?;
+        let msg = if self.configured {
+            Message::Heartbeat
+        } else {
+            Message::Hello(Hello {
+                paths: u8::try_from(self.paths.len()).ok(),
+                capabilities: None,
+                name: None,
+            })
+        };
+        self.emit(now, pi, msg, SentKind::Control, buf)
+    }
+
+    /// Moves the next in-order inner packet into `out`, replacing its contents.
+    pub fn poll_deliver(&mut self, out: &mut Vec<u8>) -> bool {
+        if self.reseq.poll_deliver(out) {
+            self.stats.delivered_packets += 1;
+            self.stats.delivered_bytes += out.len() as u64;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// When the engine next needs [`Session::handle_timeout`] (or [`Session::poll_transmit`]
+    /// for a due heartbeat or report).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        todo!()
+        let mut next = Instant::MAX;
+        let mut consider = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = next.min(t);
+            }
+        };
+        consider(self.reseq.poll_timeout());
+        consider(self.recovery.poll_timeout());
+        if self.rx_since_report {
+            consider(Some(self.next_report_at));
+        }
+        for p in &self.paths {
+            consider(Some(self.heartbeat_due(p)));
+            consider(p.liveness_deadline(self.created, self.config.path_timeout));
+        }
+        (next != Instant::MAX).then_some(next)
     }
 
-    pub fn handle_timeout(&mut self, _now: Instant) {
-        todo!()
+    /// Lets timers fire: hole timeouts in the resequencing buffer, path liveness, loss
+    /// recovery. Harmless when called early.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.advance(now);
+        self.reseq.handle_timeout(now);
+        self.recovery.handle_timeout(now);
+        for i in 0..self.paths.len() {
+            if self.paths[i].check_liveness(now, self.created, self.config.path_timeout) {
+                let id = self.paths[i].id();
+                self.push_event(Event::PathDown(id));
+            }
+        }
     }
 
+    /// The next event, if any.
     pub fn poll_event(&mut self) -> Option<Event> {
-        todo!()
+        self.events.pop_front()
     }
 
+    /// Counters and current estimates.
     pub fn stats(&self) -> SessionStats {
-        todo!()
+        let mut s = self.stats.clone();
+        s.paths = self.paths.iter().map(|p| p.stats(self.last_now)).collect();
+        s.reorder = self.reseq.stats();
+        s
+    }
+
+    fn push_event(&mut self, e: Event) {
+        if self.events.len() >= MAX_EVENTS {
+            self.events.pop_front();
+            self.stats.events_dropped += 1;
+        }
+        self.events.push_back(e);
+    }
+
+    fn advance(&mut self, now: Instant) {
+        self.last_now = self.last_now.max(now);
     }
 }
+
+/// Hands data packets (received or recovered) to the resequencing buffer.
+struct Accept<'a> {
+    reseq: &'a mut Resequencer,
+    highest: &'a mut Option<u32>,
+    recovered: &'a mut u64,
+    now: Instant,
+}
+
+impl Accept<'_> {
+    fn accept(&mut self, seq: u32, payload: &[u8]) -> Insert {
+        let newer = self.highest.is_none_or(|h| seq.wrapping_sub(h) as i32 > 0);
+        if newer {
+            *self.highest = Some(seq);
+        }
+        self.reseq.insert(self.now, seq, payload)
+    }
+}
+
+impl RecoveredSink for Accept<'_> {
+    fn recovered(&mut self, seq: u32, payload: &[u8]) {
+        if self.accept(seq, payload) != Insert::Duplicate {
+            *self.recovered += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

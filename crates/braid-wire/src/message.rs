@@ -103,8 +103,9 @@ pub struct PathEntry {
     pub loss: u16,
     /// Capacity estimate, kbit/s (PluriBus §4.2).
     pub capacity_kbps: u32,
-    /// Propagation delay plus clock skew, µs, wrapping (PluriBus §4.3).
-    pub delay_us: u32,
+    /// Propagation delay plus clock skew, µs, wrapping (PluriBus §4.3); `None` before the
+    /// reporter has a sample.
+    pub delay_us: Option<u32>,
     /// Highest path sequence number received.
     pub highest_seq: u32,
     /// Datagrams received on the path (wrapping).
@@ -120,12 +121,15 @@ impl PathEntry {
         let mut r = Reader::new(b);
         let path = r.u8()?;
         let flags = r.u8()?;
+        let loss = r.u16()?;
+        let capacity_kbps = r.u32()?;
+        let delay = r.u32()?;
         Ok(PathEntry {
             path,
             live: flags & 1 != 0,
-            loss: r.u16()?,
-            capacity_kbps: r.u32()?,
-            delay_us: r.u32()?,
+            loss,
+            capacity_kbps,
+            delay_us: (flags & 2 != 0).then_some(delay),
             highest_seq: r.u32()?,
             received: r.u32()?,
             echo_timestamp: r.u32()?,
@@ -135,10 +139,10 @@ impl PathEntry {
 
     fn emit(&self, w: &mut Writer<'_>) -> Result<()> {
         w.u8(self.path)?;
-        w.u8(u8::from(self.live))?;
+        w.u8(u8::from(self.live) | if self.delay_us.is_some() { 2 } else { 0 })?;
         w.u16(self.loss)?;
         w.u32(self.capacity_kbps)?;
-        w.u32(self.delay_us)?;
+        w.u32(self.delay_us.unwrap_or(0))?;
         w.u32(self.highest_seq)?;
         w.u32(self.received)?;
         w.u32(self.echo_timestamp)?;

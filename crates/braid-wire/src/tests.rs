@@ -54,7 +54,7 @@ fn every_message_round_trips() {
             live: true,
             loss: PathEntry::encode_loss(0.05),
             capacity_kbps: 1500,
-            delay_us: 20_000,
+            delay_us: Some(20_000),
             highest_seq: 10,
             received: 9,
             echo_timestamp: 5,

@@ -1,1 +1,397 @@
-//! placeholder
+//! Per-path state: what this end knows about sending on a path (the *tx* side, fed by the
+//! peer's reports) and what it measures about receiving on it (the *rx* side), with the
+//! estimators of PluriBus §4.2-4.3.
+//!
+//! - [`queue`]: the bottleneck queue kept as drain time (sender side, §4.2).
+//! - [`capacity`]: capacity from packet trains over 500 ms intervals (receiver side, §4.2).
+//! - [`delay`]: propagation delay plus clock skew (receiver side, §4.3).
+//! - [`loss`]: loss-rate EWMA over path sequence numbers (receiver side, §4.1).
+//! - [`rtt`]: round-trip time from report echoes.
+//!
+//! Receiver-side estimates travel to the sender in reports (docs/wire.md, "Report"); the
+//! sender's [`Path`] holds the latest of them for its schedulers and loss recovery.
+
+pub mod capacity;
+pub mod delay;
+pub mod loss;
+pub mod queue;
+pub mod rtt;
+
+use std::time::Duration;
+
+use braid_wire::PathEntry;
+
+use crate::stats::PathStats;
+use crate::{Instant, PathConfig, PathId};
+
+use capacity::CapacityEstimator;
+use delay::DelayEstimator;
+use loss::LossEstimator;
+use queue::{transmission_time, QueueEstimate};
+use rtt::RttEstimator;
+
+/// One path as the engine sees it. Schedulers and loss recovery read it through the
+/// accessor methods.
+#[derive(Clone, Debug)]
+pub struct Path {
+    id: PathId,
+    tx: TxState,
+    rx: RxState,
+}
+
+/// What we know about sending on the path.
+#[derive(Clone, Debug)]
+struct TxState {
+    capacity_bps: u64,
+    queue: QueueEstimate,
+    /// The peer's latest `d + δ` for this path, µs, relative to the session's delay base.
+    delay_skew: Option<i64>,
+    loss: f64,
+    rtt: RttEstimator,
+    /// The peer hears this path (from its latest report; true until it says otherwise).
+    peer_live: bool,
+    /// The peer's latest report of the highest path sequence number it received.
+    peer_highest_seq: Option<u32>,
+    peer_received: u32,
+    next_seq: u32,
+    last_tx: Option<Instant>,
+    packets: u64,
+    bytes: u64,
+    data_packets: u64,
+    repair_packets: u64,
+    control_packets: u64,
+}
+
+/// What we measure about receiving on the path.
+#[derive(Clone, Debug)]
+struct RxState {
+    live: bool,
+    last_rx: Option<Instant>,
+    capacity: CapacityEstimator,
+    delay: DelayEstimator,
+    loss: LossEstimator,
+    highest_seq: Option<u32>,
+    received: u32,
+    /// Send timestamp of the latest datagram, and when it arrived (for the report echo).
+    echo: Option<(u32, Instant)>,
+    packets: u64,
+    bytes: u64,
+}
+
+/// What a report entry changed on the tx side.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ReportOutcome {
+    pub capacity_changed: Option<u64>,
+}
+
+impl Path {
+    pub(crate) fn new(cfg: &PathConfig, capacity_interval: Duration) -> Path {
+        Path {
+            id: cfg.id,
+            tx: TxState {
+                capacity_bps: cfg.tx_capacity_bps.max(1),
+                queue: QueueEstimate::default(),
+                delay_skew: None,
+                loss: 0.0,
+                rtt: RttEstimator::default(),
+                peer_live: true,
+                peer_highest_seq: None,
+                peer_received: 0,
+                next_seq: 0,
+                last_tx: None,
+                packets: 0,
+                bytes: 0,
+                data_packets: 0,
+                repair_packets: 0,
+                control_packets: 0,
+            },
+            rx: RxState {
+                // Optimistic until the path timeout says otherwise.
+                live: true,
+                last_rx: None,
+                capacity: CapacityEstimator::new(cfg.rx_capacity_bps, capacity_interval),
+                delay: DelayEstimator::default(),
+                loss: LossEstimator::default(),
+                highest_seq: None,
+                received: 0,
+                echo: None,
+                packets: 0,
+                bytes: 0,
+            },
+        }
+    }
+
+    pub fn id(&self) -> PathId {
+        self.id
+    }
+
+    /// Whether schedulers should put new packets on this path: we hear it, and the peer
+    /// has not reported that it no longer hears it.
+    pub fn is_usable(&self) -> bool {
+        self.rx.live && self.tx.peer_live
+    }
+
+    /// Capacity of the direction we send on, bits per second: the peer's estimate, or the
+    /// configured expectation before its first report.
+    pub fn capacity_bps(&self) -> u64 {
+        self.tx.capacity_bps
+    }
+
+    /// The sender's estimate of the bottleneck queue, in drain time (PluriBus §4.2).
+    pub fn queue_delay(&self, now: Instant) -> Duration {
+        self.tx.queue.length(now)
+    }
+
+    /// Whether the bottleneck queue is estimated empty (the condition for opportunistic
+    /// coded packets, PluriBus §4).
+    pub fn queue_is_empty(&self, now: Instant) -> bool {
+        self.tx.queue.is_empty(now)
+    }
+
+    /// `PacketSize / PathCapacity` for a datagram of `wire_bytes`.
+    pub fn transmission_time(&self, wire_bytes: usize) -> Duration {
+        transmission_time(wire_bytes, self.tx.capacity_bps)
+    }
+
+    /// The peer's estimate of propagation delay plus clock skew for our direction, in µs
+    /// relative to an arbitrary base shared by all paths of the session (PluriBus §4.3: only
+    /// differences between paths matter, so the skew and the base cancel). Add
+    /// [`crate::Session::delay_base`] to get the receiver-clock value.
+    pub fn delay_skew_us(&self) -> Option<i64> {
+        self.tx.delay_skew
+    }
+
+    /// PluriBus §4.3's estimate of when a datagram of `wire_bytes` sent now would reach the
+    /// peer: `size / capacity + queue + (d + δ)`, µs relative to `now` and the delay base.
+    /// `None` before the peer has reported a delay for this path.
+    pub fn predicted_delivery_us(&self, now: Instant, wire_bytes: usize) -> Option<i64> {
+        let d = self.tx.delay_skew?;
+        let q = self.queue_delay(now) + self.transmission_time(wire_bytes);
+        Some(i64::try_from(q.as_micros()).unwrap_or(i64::MAX / 2) + d)
+    }
+
+    /// Loss rate of our direction as the peer measured it.
+    pub fn loss_rate(&self) -> f64 {
+        self.tx.loss
+    }
+
+    /// Smoothed round-trip time, once measured.
+    pub fn srtt(&self) -> Option<Duration> {
+        self.tx.rtt.srtt()
+    }
+
+    /// The RTT estimator (smoothed, variation, minimum).
+    pub fn rtt(&self) -> &RttEstimator {
+        &self.tx.rtt
+    }
+
+    /// Datagrams sent on the path that the peer had not yet reported received, by path
+    /// sequence numbers (lost ones included until a report moves past them).
+    pub fn unacked_datagrams(&self) -> u32 {
+        match self.tx.peer_highest_seq {
+            Some(h) => self.tx.next_seq.wrapping_sub(h.wrapping_add(1)),
+            None => self.tx.next_seq,
+        }
+    }
+
+    /// When we last sent on the path.
+    pub fn last_tx(&self) -> Option<Instant> {
+        self.tx.last_tx
+    }
+
+    /// When we last received on the path.
+    pub fn last_rx(&self) -> Option<Instant> {
+        self.rx.last_rx
+    }
+
+    /// Whether we hear the path (rx side liveness).
+    pub fn rx_live(&self) -> bool {
+        self.rx.live
+    }
+
+    /// Our receive-side loss estimate (what we report to the peer).
+    pub fn rx_loss_rate(&self) -> f64 {
+        self.rx.loss.rate()
+    }
+
+    /// Our receive-side capacity estimate (what we report to the peer).
+    pub fn rx_capacity_bps(&self) -> u64 {
+        self.rx.capacity.estimate_bps()
+    }
+
+    /// Takes the next path sequence number and accounts for a datagram of `wire_bytes` sent
+    /// now: the queue estimate grows by its transmission time.
+    pub(crate) fn on_send(&mut self, now: Instant, wire_bytes: usize, kind: SentKind) -> u32 {
+        let seq = self.tx.next_seq;
+        self.tx.next_seq = seq.wrapping_add(1);
+        self.tx.queue.on_send(now, wire_bytes, self.tx.capacity_bps);
+        self.tx.last_tx = Some(now);
+        self.tx.packets += 1;
+        self.tx.bytes += wire_bytes as u64;
+        match kind {
+            SentKind::Data => self.tx.data_packets += 1,
+            SentKind::Repair => self.tx.repair_packets += 1,
+            SentKind::Control => self.tx.control_packets += 1,
+        }
+        seq
+    }
+
+    /// Accounts for a datagram received on the path. Returns whether the path came back up,
+    /// and the capacity estimate if it changed.
+    pub(crate) fn on_receive(
+        &mut self,
+        now: Instant,
+        path_seq: u32,
+        sent: u32,
+        wire_bytes: usize,
+    ) -> (bool, Option<u64>) {
+        let came_up = !self.rx.live || self.rx.last_rx.is_none();
+        self.rx.live = true;
+        self.rx.last_rx = Some(now);
+        self.rx.packets += 1;
+        self.rx.bytes += wire_bytes as u64;
+        self.rx.received = self.rx.received.wrapping_add(1);
+        self.rx.loss.on_datagram(path_seq);
+        let newer = self
+            .rx
+            .highest_seq
+            .is_none_or(|h| path_seq.wrapping_sub(h) as i32 > 0);
+        if newer {
+            self.rx.highest_seq = Some(path_seq);
+            self.rx.echo = Some((sent, now));
+        }
+        let cap = self.rx.capacity.on_datagram(now, sent, wire_bytes);
+        self.rx
+            .delay
+            .on_datagram(now, sent, wire_bytes, self.rx.capacity.estimate_bps());
+        (came_up, cap)
+    }
+
+    /// Declares the rx side down if nothing arrived for `timeout`. Returns true when it
+    /// went down now.
+    pub(crate) fn check_liveness(
+        &mut self,
+        now: Instant,
+        since: Instant,
+        timeout: Duration,
+    ) -> bool {
+        if !self.rx.live {
+            return false;
+        }
+        let last = self.rx.last_rx.unwrap_or(since);
+        if now.saturating_duration_since(last) >= timeout {
+            self.rx.live = false;
+            return true;
+        }
+        false
+    }
+
+    /// When the rx side will be declared down if nothing arrives.
+    pub(crate) fn liveness_deadline(&self, since: Instant, timeout: Duration) -> Option<Instant> {
+        self.rx
+            .live
+            .then(|| self.rx.last_rx.unwrap_or(since) + timeout)
+    }
+
+    /// Our report entry for this path, as of `now`.
+    pub(crate) fn report_entry(&self, now: Instant) -> PathEntry {
+        let (echo_timestamp, echo_hold_us) = match self.rx.echo {
+            Some((ts, at)) => (
+                ts,
+                u32::try_from(now.saturating_duration_since(at).as_micros()).unwrap_or(u32::MAX),
+            ),
+            None => (0, u32::MAX),
+        };
+        PathEntry {
+            path: self.id,
+            live: self.rx.live,
+            loss: PathEntry::encode_loss(self.rx.loss.rate()),
+            capacity_kbps: u32::try_from(self.rx.capacity.estimate_bps().div_ceil(1000))
+                .unwrap_or(u32::MAX),
+            delay_us: self.rx.delay.estimate(),
+            highest_seq: self.rx.highest_seq.unwrap_or(0),
+            received: self.rx.received,
+            echo_timestamp,
+            echo_hold_us,
+        }
+    }
+
+    /// Applies the peer's report entry for this path. `same_path` is true when the report
+    /// travelled on this very path, so its echo measures this path's RTT.
+    /// `delay_base` is the session's reference for relative delays.
+    pub(crate) fn on_report(
+        &mut self,
+        now: Instant,
+        e: &PathEntry,
+        same_path: bool,
+        delay_base: u32,
+    ) -> ReportOutcome {
+        let mut out = ReportOutcome::default();
+        let cap = u64::from(e.capacity_kbps).saturating_mul(1000).max(1);
+        if cap != self.tx.capacity_bps {
+            self.tx.capacity_bps = cap;
+            out.capacity_changed = Some(cap);
+        }
+        self.tx.loss = e.loss_fraction();
+        self.tx.peer_live = e.live;
+        if let Some(d) = e.delay_us {
+            self.tx.delay_skew = Some(i64::from(d.wrapping_sub(delay_base) as i32));
+        }
+        if e.received != 0 {
+            let newer = self
+                .tx
+                .peer_highest_seq
+                .is_none_or(|h| e.highest_seq.wrapping_sub(h) as i32 >= 0);
+            if newer {
+                self.tx.peer_highest_seq = Some(e.highest_seq);
+                self.tx.peer_received = e.received;
+            }
+        }
+        if same_path && e.echo_hold_us != u32::MAX {
+            self.tx.rtt.on_echo(now, e.echo_timestamp, e.echo_hold_us);
+        }
+        out
+    }
+
+    pub(crate) fn stats(&self, now: Instant) -> PathStats {
+        PathStats {
+            id: self.id,
+            usable: self.is_usable(),
+            rx_live: self.rx.live,
+            tx_packets: self.tx.packets,
+            tx_bytes: self.tx.bytes,
+            tx_data_packets: self.tx.data_packets,
+            tx_repair_packets: self.tx.repair_packets,
+            tx_control_packets: self.tx.control_packets,
+            rx_packets: self.rx.packets,
+            rx_bytes: self.rx.bytes,
+            tx_capacity_bps: self.tx.capacity_bps,
+            rx_capacity_bps: self.rx.capacity.estimate_bps(),
+            tx_loss: self.tx.loss,
+            rx_loss: self.rx.loss.rate(),
+            rx_lost: self.rx.loss.lost(),
+            rx_reordered: self.rx.loss.reordered(),
+            srtt_ms: self.tx.rtt.srtt().map(|d| d.as_secs_f64() * 1e3),
+            queue_ms: self.tx.queue.length(now).as_secs_f64() * 1e3,
+        }
+    }
+}
+
+/// What kind of datagram a send was, for the per-path counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SentKind {
+    Data,
+    Repair,
+    Control,
+}
+
+#[cfg(test)]
+impl Path {
+    pub(crate) fn tx_capacity_for_test(&mut self, bps: u64) {
+        self.tx.capacity_bps = bps;
+    }
+
+    pub(crate) fn rx_capacity_for_test(&mut self, bps: u64) {
+        self.rx.capacity = CapacityEstimator::new(bps, Duration::from_millis(500));
+    }
+}

@@ -1,0 +1,142 @@
+//! The receiver's loss-rate estimate for one path: an exponentially weighted moving average
+//! over the path's sequence numbers (PluriBus §4.1: "Receivers estimate p using an
+//! exponential averaging of past behavior and periodically inform the sender").
+//!
+//! Each datagram received is a sample 0; each path sequence number skipped is a sample 1.
+//! The paper gives no weight; we use 1/32 per datagram, a memory of a few dozen datagrams,
+//! which matches the horizon PluriBus Fig 11 judges the estimate on (the next twenty
+//! packets) while smoothing single losses. A datagram arriving after a higher one was
+//! already seen (reordered within the path) was counted as lost; it is counted back, so
+//! reordering does not read as loss.
+
+/// Weight of one sample.
+pub const LOSS_EWMA_WEIGHT: f64 = 1.0 / 32.0;
+
+/// Per-path loss EWMA driven by path sequence numbers.
+#[derive(Clone, Debug, Default)]
+pub struct LossEstimator {
+    rate: f64,
+    /// The next path sequence number expected; `None` before the first datagram.
+    expected: Option<u32>,
+    /// Datagrams received and inferred lost, for stats.
+    received: u64,
+    lost: u64,
+    reordered: u64,
+}
+
+impl LossEstimator {
+    /// Current loss-rate estimate in [0, 1].
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// Path sequence numbers inferred lost so far (net of late arrivals).
+    pub fn lost(&self) -> u64 {
+        self.lost
+    }
+
+    /// Datagrams that arrived after a higher sequence number.
+    pub fn reordered(&self) -> u64 {
+        self.reordered
+    }
+
+    /// Accounts for a datagram carrying path sequence number `seq`.
+    pub fn on_datagram(&mut self, seq: u32) {
+        self.received += 1;
+        let Some(expected) = self.expected else {
+            self.expected = Some(seq.wrapping_add(1));
+            self.sample(0.0);
+            return;
+        };
+        let gap = seq.wrapping_sub(expected) as i32;
+        if gap >= 0 {
+            let missing = gap as u32;
+            if missing > 0 {
+                self.lost += u64::from(missing);
+                // `missing` samples of 1 at once: 1 - rate decays by (1 - w)^missing.
+                let keep = (1.0 - LOSS_EWMA_WEIGHT).powi(missing.min(10_000) as i32);
+                self.rate = 1.0 - (1.0 - self.rate) * keep;
+            }
+            self.sample(0.0);
+            self.expected = Some(seq.wrapping_add(1));
+        } else {
+            // Late: it was counted as a loss when the gap was seen. Undo one loss sample.
+            self.reordered += 1;
+            self.lost = self.lost.saturating_sub(1);
+            self.rate = (self.rate - LOSS_EWMA_WEIGHT).max(0.0);
+        }
+    }
+
+    fn sample(&mut self, x: f64) {
+        self.rate += LOSS_EWMA_WEIGHT * (x - self.rate);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_loss_stays_zero() {
+        let mut l = LossEstimator::default();
+        for s in 0..1000 {
+            l.on_datagram(s);
+        }
+        assert_eq!(l.rate(), 0.0);
+        assert_eq!(l.lost(), 0);
+    }
+
+    #[test]
+    fn gap_counts_as_that_many_losses() {
+        let mut l = LossEstimator::default();
+        l.on_datagram(0);
+        l.on_datagram(3); // 1 and 2 lost
+        let w = LOSS_EWMA_WEIGHT;
+        let after_two = 1.0 - (1.0 - w) * (1.0 - w);
+        let expected = after_two * (1.0 - w);
+        assert!(
+            (l.rate() - expected).abs() < 1e-12,
+            "{} vs {expected}",
+            l.rate()
+        );
+        assert_eq!(l.lost(), 2);
+    }
+
+    #[test]
+    fn converges_to_the_true_rate() {
+        // Every 10th datagram lost: 10%.
+        let mut l = LossEstimator::default();
+        let mut sum = 0.0;
+        let mut n = 0.0;
+        for s in 0..20_000u32 {
+            if s % 10 != 0 {
+                l.on_datagram(s);
+            }
+            if s > 1000 {
+                sum += l.rate();
+                n += 1.0;
+            }
+        }
+        let mean = sum / n;
+        assert!((mean - 0.1).abs() < 0.01, "{mean}");
+    }
+
+    #[test]
+    fn reordering_is_not_loss() {
+        let mut l = LossEstimator::default();
+        l.on_datagram(0);
+        l.on_datagram(2);
+        l.on_datagram(1);
+        assert_eq!(l.lost(), 0);
+        assert_eq!(l.reordered(), 1);
+        assert!(l.rate() < 0.01);
+    }
+
+    #[test]
+    fn wraps() {
+        let mut l = LossEstimator::default();
+        l.on_datagram(u32::MAX);
+        l.on_datagram(0);
+        assert_eq!(l.lost(), 0);
+    }
+}

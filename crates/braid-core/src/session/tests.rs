@@ -1,0 +1,431 @@
+//! Two engines joined by tiny in-test pipes: the handshake, in-order delivery over paths of
+//! different delay, estimators fed through reports, liveness, and hostile input.
+
+use std::time::Duration;
+
+use super::*;
+
+/// One direction of one path: fixed delay, optional rate, optional blackhole.
+#[derive(Clone, Copy)]
+struct Pipe {
+    delay: Duration,
+    rate_bps: Option<u64>,
+    down: bool,
+    free_at: Instant,
+}
+
+impl Pipe {
+    fn new(delay_ms: u64, rate_bps: Option<u64>) -> Pipe {
+        Pipe {
+            delay: Duration::from_millis(delay_ms),
+            rate_bps,
+            down: false,
+            free_at: Instant::ZERO,
+        }
+    }
+
+    /// When a datagram of `len` bytes sent now arrives, if it does.
+    fn carry(&mut self, now: Instant, len: usize) -> Option<Instant> {
+        if self.down {
+            return None;
+        }
+        let start = self.free_at.max(now);
+        let tx = self.rate_bps.map_or(Duration::ZERO, |r| {
+            crate::path::queue::transmission_time(len + 28, r)
+        });
+        self.free_at = start + tx;
+        Some(self.free_at + self.delay)
+    }
+}
+
+struct Net {
+    now: Instant,
+    gw: Session,
+    srv: Session,
+    /// `up[i]`: gateway → server on path i; `down[i]`: server → gateway.
+    up: Vec<Pipe>,
+    down: Vec<Pipe>,
+    /// (arrival, to_server, path, bytes), kept sorted by arrival then insertion.
+    flight: Vec<(Instant, u64, bool, PathId, Vec<u8>)>,
+    order: u64,
+    at_server: Vec<Vec<u8>>,
+    at_gateway: Vec<Vec<u8>>,
+    gw_events: Vec<Event>,
+    srv_events: Vec<Event>,
+}
+
+fn config() -> Config {
+    Config {
+        session_id: 7,
+        ..Config::default()
+    }
+}
+
+impl Net {
+    fn new(config: Config, up: Vec<Pipe>, down: Vec<Pipe>) -> Net {
+        let paths: Vec<PathConfig> = (0..up.len())
+            .map(|i| PathConfig {
+                id: i as PathId,
+                tx_capacity_bps: up[i].rate_bps.unwrap_or(100_000_000),
+                rx_capacity_bps: down[i].rate_bps.unwrap_or(100_000_000),
+            })
+            .collect();
+        let srv_paths: Vec<PathConfig> = paths
+            .iter()
+            .map(|p| PathConfig {
+                id: p.id,
+                tx_capacity_bps: p.rx_capacity_bps,
+                rx_capacity_bps: p.tx_capacity_bps,
+            })
+            .collect();
+        Net {
+            now: Instant::ZERO,
+            gw: Session::new(config.clone(), Role::Gateway, &paths, Instant::ZERO).unwrap(),
+            srv: Session::new(config, Role::Server, &srv_paths, Instant::ZERO).unwrap(),
+            up,
+            down,
+            flight: Vec::new(),
+            order: 0,
+            at_server: Vec::new(),
+            at_gateway: Vec::new(),
+            gw_events: Vec::new(),
+            srv_events: Vec::new(),
+        }
+    }
+
+    fn settle(&mut self) {
+        let now = self.now;
+        let mut buf = vec![0u8; self.gw.transmit_buffer_len()];
+        for to_server in [true, false] {
+            let (s, pipes) = if to_server {
+                (&mut self.gw, &mut self.up)
+            } else {
+                (&mut self.srv, &mut self.down)
+            };
+            while let Some(t) = s.poll_transmit(now, &mut buf) {
+                if let Some(at) = pipes[usize::from(t.path)].carry(now, t.len) {
+                    self.order += 1;
+                    self.flight
+                        .push((at, self.order, to_server, t.path, buf[..t.len].to_vec()));
+                }
+            }
+        }
+        self.flight.sort_by_key(|f| (f.0, f.1));
+        let mut out = Vec::new();
+        while self.gw.poll_deliver(&mut out) {
+            self.at_gateway.push(out.clone());
+        }
+        while self.srv.poll_deliver(&mut out) {
+            self.at_server.push(out.clone());
+        }
+        while let Some(e) = self.gw.poll_event() {
+            self.gw_events.push(e);
+        }
+        while let Some(e) = self.srv.poll_event() {
+            self.srv_events.push(e);
+        }
+    }
+
+    /// Runs until `until`, delivering datagrams and firing timers in time order.
+    fn run_until(&mut self, until: Instant) {
+        loop {
+            self.settle();
+            let mut next = until;
+            for t in [self.gw.poll_timeout(), self.srv.poll_timeout()]
+                .into_iter()
+                .flatten()
+            {
+                next = next.min(t);
+            }
+            if let Some(f) = self.flight.first() {
+                next = next.min(f.0);
+            }
+            self.now = next.max(self.now);
+            while self.flight.first().is_some_and(|f| f.0 <= self.now) {
+                let (_, _, to_server, path, bytes) = self.flight.remove(0);
+                let s = if to_server {
+                    &mut self.srv
+                } else {
+                    &mut self.gw
+                };
+                s.handle_datagram(self.now, path, &bytes).unwrap();
+            }
+            self.gw.handle_timeout(self.now);
+            self.srv.handle_timeout(self.now);
+            if self.now >= until {
+                self.settle();
+                return;
+            }
+        }
+    }
+
+    fn at(&self, ms: u64) -> Instant {
+        Instant::from_millis(ms)
+    }
+}
+
+fn packet(i: u32, len: usize) -> Vec<u8> {
+    let mut p = vec![0u8; len.max(4)];
+    p[..4].copy_from_slice(&i.to_be_bytes());
+    p
+}
+
+fn ids(ps: &[Vec<u8>]) -> Vec<u32> {
+    ps.iter()
+        .map(|p| u32::from_be_bytes([p[0], p[1], p[2], p[3]]))
+        .collect()
+}
+
+#[test]
+fn handshake_and_in_order_delivery_over_unequal_paths() {
+    let mut net = Net::new(
+        config(),
+        vec![Pipe::new(20, None), Pipe::new(60, None)],
+        vec![Pipe::new(20, None), Pipe::new(60, None)],
+    );
+    net.run_until(net.at(300));
+    assert!(net
+        .srv_events
+        .contains(&Event::PeerHello { paths: Some(2) }));
+    assert!(net
+        .gw_events
+        .iter()
+        .any(|e| matches!(e, Event::Configured { .. })));
+    // Round-robin alternates paths 20 ms and 60 ms apart (within the 50 ms hole timeout): the receiver must resequence.
+    for i in 0..200 {
+        net.gw.send(net.now, &packet(i, 500)).unwrap();
+        let t = net.now + Duration::from_millis(1);
+        net.run_until(t);
+    }
+    net.run_until(net.now + Duration::from_millis(500));
+    assert_eq!(ids(&net.at_server), (0..200).collect::<Vec<_>>());
+    let st = net.srv.stats();
+    assert_eq!(st.delivered_packets, 200);
+    assert!(st.reorder.buffered > 50, "{:?}", st.reorder);
+    assert_eq!(st.reorder.holes_skipped, 0);
+    // Both paths carried data.
+    let gw = net.gw.stats();
+    assert!(gw.paths.iter().all(|p| p.tx_data_packets == 100));
+}
+
+#[test]
+fn reports_carry_delay_loss_and_rtt_estimates() {
+    let mut net = Net::new(
+        config(),
+        vec![Pipe::new(20, None), Pipe::new(80, None)],
+        vec![Pipe::new(30, None), Pipe::new(10, None)],
+    );
+    net.run_until(net.at(5000));
+    let p = net.gw.paths();
+    let d0 = p[0].delay_skew_us().unwrap();
+    let d1 = p[1].delay_skew_us().unwrap();
+    // The skew and base cancel: path 1 is 60 ms slower one way (heartbeats are tiny, so
+    // the size / capacity term is negligible).
+    assert!((d1 - d0 - 60_000).abs() < 500, "{d0} {d1}");
+    // RTTs from report echoes: 50 ms and 90 ms.
+    let r0 = p[0].srtt().unwrap().as_secs_f64() * 1e3;
+    let r1 = p[1].srtt().unwrap().as_secs_f64() * 1e3;
+    assert!(
+        (r0 - 50.0).abs() < 2.0 && (r1 - 90.0).abs() < 2.0,
+        "{r0} {r1}"
+    );
+    assert!(p.iter().all(|p| p.loss_rate() == 0.0 && p.is_usable()));
+    // The server sees the reverse delays.
+    let s = net.srv.paths();
+    let sd = s[0].delay_skew_us().unwrap() - s[1].delay_skew_us().unwrap();
+    assert!((sd - 20_000).abs() < 500, "{sd}");
+}
+
+#[test]
+fn capacity_estimate_follows_a_slower_path() {
+    // The gateway expects 10 Mbit/s upstream but the path carries 2 Mbit/s.
+    let mut net = Net::new(
+        config(),
+        vec![Pipe::new(20, Some(2_000_000))],
+        vec![Pipe::new(20, None)],
+    );
+    net.gw.paths[0].tx_capacity_for_test(10_000_000);
+    net.srv.paths[0].rx_capacity_for_test(10_000_000);
+    // Saturate: 1200-byte packets at 2.7 Mbit/s for 20 s. Each run of three intervals
+    // halves the error (PluriBus §4.2), so 13 runs bring it within 1%.
+    for i in 0..5600u32 {
+        net.gw.send(net.now, &packet(i, 1200)).unwrap();
+        let t = net.now + Duration::from_micros(3600);
+        net.run_until(t);
+    }
+    net.run_until(net.now + Duration::from_secs(1));
+    let est = net.gw.paths()[0].capacity_bps() as f64;
+    assert!((est - 2_000_000.0).abs() / 2e6 < 0.01, "{est}");
+    assert!(net
+        .gw_events
+        .iter()
+        .any(|e| matches!(e, Event::CapacityChanged { path: 0, .. })));
+}
+
+#[test]
+fn a_dead_path_goes_down_and_comes_back() {
+    let mut net = Net::new(
+        config(),
+        vec![Pipe::new(20, None), Pipe::new(20, None)],
+        vec![Pipe::new(20, None), Pipe::new(20, None)],
+    );
+    net.run_until(net.at(1000));
+    net.up[1].down = true;
+    net.down[1].down = true;
+    net.run_until(net.at(2000));
+    assert!(net.gw_events.contains(&Event::PathDown(1)));
+    assert!(net.srv_events.contains(&Event::PathDown(1)));
+    assert!(!net.gw.paths()[1].is_usable());
+    // Round-robin now uses path 0 only, and nothing is lost.
+    let before = net.gw.stats().paths[1].tx_data_packets;
+    for i in 0..50 {
+        net.gw.send(net.now, &packet(i, 100)).unwrap();
+    }
+    net.run_until(net.at(2500));
+    assert_eq!(net.gw.stats().paths[1].tx_data_packets, before);
+    assert_eq!(ids(&net.at_server), (0..50).collect::<Vec<_>>());
+    // Heartbeats keep probing: the path comes back when it heals.
+    net.up[1].down = false;
+    net.down[1].down = false;
+    net.run_until(net.at(3000));
+    assert_eq!(
+        net.gw_events
+            .iter()
+            .filter(|e| **e == Event::PathUp(1))
+            .count(),
+        2
+    );
+    assert!(net.gw.paths()[1].is_usable());
+}
+
+#[test]
+fn one_way_failure_is_learned_from_reports() {
+    let mut net = Net::new(
+        config(),
+        vec![Pipe::new(20, None), Pipe::new(20, None)],
+        vec![Pipe::new(20, None), Pipe::new(20, None)],
+    );
+    net.run_until(net.at(1000));
+    // Only the gateway → server direction of path 1 fails: the gateway still hears path 1
+    // but the server's reports say it does not.
+    net.up[1].down = true;
+    net.run_until(net.at(2000));
+    assert!(net.gw.paths()[1].rx_live());
+    assert!(!net.gw.paths()[1].is_usable());
+}
+
+#[test]
+fn hostile_input_is_counted_not_fatal() {
+    let mut net = Net::new(config(), vec![Pipe::new(1, None)], vec![Pipe::new(1, None)]);
+    let now = net.at(1);
+    assert!(matches!(
+        net.srv.handle_datagram(now, 0, &[1, 2, 3]),
+        Err(HandleError::Malformed(_))
+    ));
+    // A valid heartbeat for another session, on a path that does not exist, on the wrong path.
+    let mut buf = [0u8; 64];
+    let mk = |session_id, path, buf: &mut [u8]| {
+        Datagram {
+            header: Header {
+                session_id,
+                path,
+                path_seq: 0,
+                timestamp: 0,
+                ack: None,
+            },
+            message: Message::Heartbeat,
+        }
+        .emit(buf)
+        .unwrap()
+    };
+    let n = mk(8, 0, &mut buf);
+    assert!(matches!(
+        net.srv.handle_datagram(now, 0, &buf[..n]),
+        Err(HandleError::WrongSession { .. })
+    ));
+    let n = mk(7, 9, &mut buf);
+    assert!(matches!(
+        net.srv.handle_datagram(now, 9, &buf[..n]),
+        Err(HandleError::UnknownPath(9))
+    ));
+    assert!(matches!(
+        net.srv.handle_datagram(now, 0, &buf[..n]),
+        Err(HandleError::PathMismatch { .. })
+    ));
+    let st = net.srv.stats();
+    assert_eq!(
+        (st.malformed_datagrams, st.wrong_session, st.unknown_path),
+        (1, 1, 2)
+    );
+}
+
+#[test]
+fn send_limits_are_enforced_and_counted() {
+    let cfg = Config {
+        send_queue_limit: 3,
+        max_packet_size: 100,
+        ..config()
+    };
+    let mut net = Net::new(cfg, vec![Pipe::new(1, None)], vec![Pipe::new(1, None)]);
+    let now = net.at(0);
+    assert_eq!(
+        net.gw.send(now, &[0; 101]),
+        Err(SendError::TooLarge { len: 101, max: 100 })
+    );
+    for _ in 0..3 {
+        net.gw.send(now, &[0; 10]).unwrap();
+    }
+    assert_eq!(net.gw.send(now, &[0; 10]), Err(SendError::QueueFull(3)));
+    let st = net.gw.stats();
+    assert_eq!(
+        (st.oversize_drops, st.send_queue_drops, st.sent_packets),
+        (1, 1, 3)
+    );
+}
+
+#[test]
+fn bad_configs_are_rejected() {
+    let p = PathConfig {
+        id: 1,
+        tx_capacity_bps: 1,
+        rx_capacity_bps: 1,
+    };
+    let now = Instant::ZERO;
+    assert_eq!(
+        Session::new(config(), Role::Gateway, &[], now).err(),
+        Some(ConfigError::NoPaths)
+    );
+    assert_eq!(
+        Session::new(config(), Role::Gateway, &[p.clone(), p.clone()], now).err(),
+        Some(ConfigError::DuplicatePath(1))
+    );
+    let zero = Config {
+        heartbeat_interval: Duration::ZERO,
+        ..config()
+    };
+    assert_eq!(
+        Session::new(zero, Role::Gateway, &[p], now).err(),
+        Some(ConfigError::Zero("heartbeat_interval"))
+    );
+}
+
+#[test]
+fn idle_session_only_heartbeats() {
+    let mut net = Net::new(
+        config(),
+        vec![Pipe::new(10, None), Pipe::new(10, None)],
+        vec![Pipe::new(10, None), Pipe::new(10, None)],
+    );
+    net.run_until(net.at(10_000));
+    let st = net.gw.stats();
+    for p in &st.paths {
+        // 10 s at one heartbeat per 100 ms, plus reports: a bounded trickle.
+        assert!(
+            p.tx_packets >= 90 && p.tx_packets <= 220,
+            "{}",
+            p.tx_packets
+        );
+        assert_eq!(p.tx_data_packets, 0);
+    }
+    assert!(net.at_server.is_empty());
+}
