@@ -216,6 +216,29 @@ impl Resequencer {
     /// Gives up every sequence number below `target`, delivering waiting packets among them
     /// in order.
     fn advance_to(&mut self, target: u32) {
+        let distance = target.wrapping_sub(self.next);
+        if distance as i32 > 0 && distance > self.limit {
+            // Everything waiting lies within `limit` of `next`: walk those slots once, then
+            // jump, so a far jump costs O(limit), not O(distance).
+            let end = self.next.wrapping_add(self.limit);
+            self.advance_to(end);
+            let rest = target.wrapping_sub(self.next);
+            self.stats.holes_skipped += u64::from(rest);
+            // Nothing in [end, target) was delivered: clear those of them that fall in the
+            // new duplicate window [target - limit, target).
+            let mut s = if rest >= self.limit {
+                target.wrapping_sub(self.limit)
+            } else {
+                end
+            };
+            while s != target {
+                let i = self.idx(s);
+                self.delivered[i] = false;
+                s = s.wrapping_add(1);
+            }
+            self.next = target;
+            return;
+        }
         while (target.wrapping_sub(self.next) as i32) > 0 {
             let i = self.idx(self.next);
             match self.slots[i].take() {

@@ -120,7 +120,9 @@ proptest! {
             arrivals.push(s);
             if next_rand() % 100 < dup_pct { arrivals.push(s); }
         }
-        let mut r = Resequencer::new(Duration::from_millis(d as u64 + 5), 64);
+        // A packet arrives at most d positions late, each position taking at most two
+        // arrivals (a duplicate): 2 d ms.
+        let mut r = Resequencer::new(Duration::from_millis(2 * d as u64 + 5), 64);
         let mut out = Vec::new();
         for (t, &s) in arrivals.iter().enumerate() {
             let now = ms(t as u64);
@@ -172,4 +174,23 @@ proptest! {
         prop_assert!(delivered.is_subset(&seen));
         prop_assert!(seen.len() - delivered.len() <= dropped);
     }
+}
+
+#[test]
+fn a_far_jump_costs_the_window_not_the_distance() {
+    let mut r = Resequencer::new(Duration::from_millis(50), 8);
+    insert(&mut r, ms(0), 0);
+    insert(&mut r, ms(0), 2);
+    // 2^31 - 1 ahead: must not loop two billion times. It waits at the top of the window
+    // (limit 8) for the holes just below it; everything older is given up.
+    let far = i32::MAX as u32;
+    assert_eq!(insert(&mut r, ms(0), far), Insert::Buffered);
+    assert_eq!(drain(&mut r), vec![0, 2]);
+    assert_eq!(r.next_expected(), far - 7);
+    assert_eq!(r.stats().holes_skipped, u64::from(far) - 9);
+    r.handle_timeout(ms(50));
+    assert_eq!(drain(&mut r), vec![far]);
+    // The packet just delivered is recognised as a duplicate; old ones are too old.
+    assert_eq!(insert(&mut r, ms(60), far), Insert::Duplicate);
+    assert_eq!(insert(&mut r, ms(60), 2), Insert::TooOld);
 }
