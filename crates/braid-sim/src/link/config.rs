@@ -66,7 +66,9 @@ pub struct LinkConfig {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reorder: bool,
     /// Drop-tail queue limit in packets. At most one of `queue_packets`, `queue_bytes`,
-    /// `queue_ms` may be set. The queue holds packets that have not finished transmission.
+    /// `queue_ms` may be set. The queue holds packets that have not finished transmission
+    /// (waiting or partly sent); a packet that would take it over the limit is dropped. An
+    /// explicit limit is taken as given, even one smaller than a packet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_packets: Option<u64>,
     /// Drop-tail queue limit in bytes.
@@ -310,8 +312,8 @@ impl LinkConfig {
             non_negative(&format!("blackouts[{i}].duration_s"), b.duration_s)?;
         }
         if let Some(rb) = &self.random_blackouts {
-            positive("random_blackouts.mean_interval_s", rb.mean_interval_s)?;
-            positive("random_blackouts.mean_duration_s", rb.mean_duration_s)?;
+            at_least_a_microsecond("random_blackouts.mean_interval_s", rb.mean_interval_s)?;
+            at_least_a_microsecond("random_blackouts.mean_duration_s", rb.mean_duration_s)?;
         }
         if let Some(c) = &self.corruption {
             probability("corruption.bit_error_rate", c.bit_error_rate)?;
@@ -459,6 +461,18 @@ fn positive(key: &str, v: f64) -> Result<(), LinkConfigError> {
         Ok(())
     } else {
         Err(invalid(key, v, "a finite number greater than 0"))
+    }
+}
+
+fn at_least_a_microsecond(key: &str, v: f64) -> Result<(), LinkConfigError> {
+    if v >= 1e-6 && v.is_finite() {
+        Ok(())
+    } else {
+        Err(invalid(
+            key,
+            v,
+            "a finite number of seconds of at least 0.000001 (1 µs)",
+        ))
     }
 }
 

@@ -146,7 +146,7 @@ fn other_values_are_checked() {
         ),
         (
             "rate_mbps = 1\nrandom_blackouts = { mean_interval_s = 0, mean_duration_s = 1 }",
-            "`random_blackouts.mean_interval_s` is 0",
+            "`random_blackouts.mean_interval_s` is 0, expected a finite number of seconds of at least 0.000001 (1 µs)",
         ),
         (
             "rate_mbps = 1\ncorruption = { bit_error_rate = 2 }",

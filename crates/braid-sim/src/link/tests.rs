@@ -1,0 +1,1 @@
+//! Link behaviour tests.
