@@ -88,7 +88,8 @@ impl RandomBlackouts {
     /// The outage after the current one: an exponential gap after its end, then an
     /// exponential duration.
     fn draw_next(&mut self) {
-        let gap = secs_to_us(self.rng.exp(self.mean_interval_s));
+        // At least 1 µs apart, so that the sequence always moves forward.
+        let gap = secs_to_us(self.rng.exp(self.mean_interval_s)).max(1);
         let duration = secs_to_us(self.rng.exp(self.mean_duration_s));
         self.start_us = self.end_us.saturating_add(gap);
         self.end_us = self.start_us.saturating_add(duration);

@@ -8,7 +8,7 @@
 //!    `queue_bytes` or `queue_ms`) it is dropped and counted, using no capacity.
 //! 2. **Transmission.** With a constant rate, a packet starts when the link is free and takes
 //!    size × 8 / rate. With a mahimahi trace, it takes bytes from delivery opportunities with
-//!    mahimahi's link-queue semantics (see [`Trace`] and the `trace` module). Because the queue is FIFO
+//!    mahimahi's link-queue semantics (see [`Trace`]). Because the queue is FIFO
 //!    and the transmitter never idles while it has work, each packet's departure time is
 //!    known the moment it arrives, and is computed then, in O(1) amortised.
 //! 3. **On the air.** The packet used capacity; it is now lost if a blackout covers its
@@ -157,7 +157,7 @@ struct RateTransmitter {
 impl RateTransmitter {
     fn transmit(&mut self, arrival_us: u64, size: u64) -> u64 {
         let start = self.free_ps.max(u128::from(arrival_us) * 1_000_000);
-        self.free_ps = start + (size as f64 * self.ps_per_byte).round() as u128;
+        self.free_ps = start.saturating_add((size as f64 * self.ps_per_byte).round() as u128);
         self.free_ps
             .div_ceil(1_000_000)
             .try_into()

@@ -23,7 +23,11 @@ use super::config::{LinkConfigError, MTU_BYTES};
 /// Largest accepted timestamp (about 31 years), so that times in microseconds cannot overflow.
 const MAX_TIMESTAMP_MS: u64 = 1 << 40;
 
-/// A parsed mahimahi trace.
+/// A parsed mahimahi trace: delivery opportunities of 1500 bytes at millisecond timestamps,
+/// looping with period = the last timestamp. A link driven by it behaves like mahimahi's
+/// link queue: a packet uses only opportunities after its arrival, may be split across
+/// opportunities, passes leftover bytes to the packet queued behind it, and bytes the empty
+/// queue cannot use are lost.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Trace {
     path: PathBuf,
