@@ -180,6 +180,8 @@ struct Flight {
     at: Instant,
     seq: u64,
     flips: u64,
+    /// Bytes of capacity it took (see [`Link::send_sized`]).
+    size: u64,
     packet: Packet,
 }
 
@@ -261,11 +263,19 @@ impl Link {
 
     /// Offers `packet` to the link at `now`. `now` must not decrease between calls (an
     /// earlier `now` is treated as the latest one seen).
-    pub fn send(&mut self, now: Instant, mut packet: Packet) {
+    pub fn send(&mut self, now: Instant, packet: Packet) {
+        let size = packet.len();
+        self.send_sized(now, packet, size);
+    }
+
+    /// Like [`Link::send`], but the packet occupies `wire_bytes` of the link's capacity and
+    /// queue: its length plus the headers of an encapsulation the simulator does not build
+    /// byte by byte (the UDP and IP headers around a braid datagram).
+    pub fn send_sized(&mut self, now: Instant, mut packet: Packet, wire_bytes: usize) {
         let now = now.max(self.last_send);
         self.last_send = now;
         let now_us = now.as_micros();
-        let size = packet.len() as u64;
+        let size = wire_bytes as u64;
         self.counts.packets_offered += 1;
         self.counts.bytes_offered += size;
 
@@ -331,6 +341,7 @@ impl Link {
                     at,
                     seq,
                     flips,
+                    size,
                     packet,
                 });
             }
@@ -338,6 +349,7 @@ impl Link {
                 at,
                 seq,
                 flips,
+                size,
                 packet,
             })),
         }
@@ -345,6 +357,12 @@ impl Link {
 
     /// The next packet due by `now`, in delivery order. Call until `None`.
     pub fn poll_deliver(&mut self, now: Instant) -> Option<Packet> {
+        self.poll_deliver_checked(now).map(|(p, _)| p)
+    }
+
+    /// Like [`Link::poll_deliver`], and says whether bits of the packet were flipped on the
+    /// way (what a UDP checksum or an AEAD tag would catch).
+    pub fn poll_deliver_checked(&mut self, now: Instant) -> Option<(Packet, bool)> {
         let flight = match &mut self.in_flight {
             InFlight::Fifo(q) => {
                 if q.front()?.at > now {
@@ -360,12 +378,13 @@ impl Link {
             }
         };
         self.counts.packets_delivered += 1;
-        self.counts.bytes_delivered += flight.packet.len() as u64;
-        if flight.flips > 0 {
+        self.counts.bytes_delivered += flight.size;
+        let corrupted = flight.flips > 0;
+        if corrupted {
             self.counts.packets_corrupted += 1;
             self.counts.bits_flipped += flight.flips;
         }
-        Some(flight.packet)
+        Some((flight.packet, corrupted))
     }
 
     /// When the next packet is due; `None` when nothing is in flight.
