@@ -3,8 +3,10 @@
 
 mod de;
 pub mod surge;
+mod udp;
 mod workload;
 
+pub use udp::CbrStats;
 pub use workload::{
     BulkConfig, Direction, FetchLoopConfig, Kind, UdpCbrConfig, WebConfig, WorkloadConfig,
     WorkloadError,
