@@ -29,6 +29,9 @@ pub mod surge;
 mod udp;
 mod workload;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::VecDeque;
 use std::fmt;
 
