@@ -199,6 +199,7 @@ impl ClientPart {
                 },
                 flows as usize,
             ),
+            // Invariant: `build_hosts` gives CBR workloads a source and a sink instead.
             Shape::Cbr { .. } => unreachable!("CBR workloads have no TCP client"),
         };
         let series = match spec.shape {

@@ -77,6 +77,7 @@ impl ServerPart {
                 flows as usize,
                 flows as usize,
             ),
+            // Invariant: `build_hosts` gives CBR workloads a source and a sink instead.
             Shape::Cbr { .. } => unreachable!("CBR workloads have no TCP server"),
         };
         let series = match spec.shape {

@@ -13,6 +13,8 @@ struct Pipe {
     /// Drop-tail limit on bytes waiting for serialization.
     queue_bytes: f64,
     loss: f64,
+    /// Probability that a packet has one bit flipped.
+    corrupt: f64,
     rng: Rng,
     /// When the line is free again, in µs.
     busy_until: f64,
@@ -27,6 +29,7 @@ impl Pipe {
             rate_bps: None,
             queue_bytes: f64::INFINITY,
             loss: 0.0,
+            corrupt: 0.0,
             rng: Rng::new(99),
             busy_until: 0.0,
             in_flight: VecDeque::new(),
@@ -46,10 +49,20 @@ impl Pipe {
         self
     }
 
-    fn send(&mut self, now: Instant, packet: Packet) {
+    fn corrupt(mut self, p: f64, seed: u64) -> Pipe {
+        self.corrupt = p;
+        self.rng = Rng::new(seed);
+        self
+    }
+
+    fn send(&mut self, now: Instant, mut packet: Packet) {
         if self.rng.chance(self.loss) {
             self.dropped += 1;
             return;
+        }
+        if self.rng.chance(self.corrupt) && !packet.is_empty() {
+            let bit = self.rng.below(packet.len() as u64 * 8);
+            packet[(bit / 8) as usize] ^= 1 << (bit % 8);
         }
         let now_us = now.as_micros() as f64;
         let leaves = match self.rate_bps {
@@ -552,4 +565,44 @@ fn speed_eight_bulk_flows() {
         sim.internet.stats().packets_sent,
     );
     assert!(b.goodput_mbps > 13.0);
+}
+
+#[test]
+fn corrupted_and_hostile_packets_are_survived() {
+    let workloads = [web(0.5), cbr(Direction::Down), cbr(Direction::Up)];
+    let end = secs(60);
+    let up = Pipe::new(20).corrupt(0.05, 1);
+    let down = Pipe::new(20).rate(5.0, 100_000).corrupt(0.05, 2);
+    let mut sim = Sim::new(&workloads, 10, end, up, down);
+    sim.run(end, |_| {});
+    // Garbage and truncated headers must be dropped, not panic.
+    let mut rng = Rng::new(3);
+    for len in 0..200 {
+        let mut junk: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
+        if len > 0 {
+            junk[0] = 0x45;
+        }
+        sim.client.receive(end, junk.clone());
+        sim.internet.receive(end, junk);
+    }
+    sim.client.handle_timeout(end);
+    sim.internet.handle_timeout(end);
+    let r = sim.report();
+    let f = r[0].flows.as_ref().unwrap();
+    let (down, up) = (r[1].udp.as_ref().unwrap(), r[2].udp.as_ref().unwrap());
+    println!("corrupting pipe: {f:?}\n{down:?}\n{up:?}");
+    assert!(f.completed > 80, "{}", f.completed);
+    assert_eq!(f.failed, 0);
+    // About 5 % of packets have a flipped bit: the IPv4 header checksum catches the
+    // 20/1228 that land there, the UDP checksum the rest.
+    for u in [down, up] {
+        let share = u.corrupted as f64 / u.packets_sent as f64;
+        assert!((0.03..0.07).contains(&share), "{share}");
+    }
+}
+
+#[test]
+fn hosts_can_move_between_threads() {
+    fn send<T: Send>() {}
+    send::<Host>();
 }
