@@ -27,6 +27,9 @@ const EPHEMERAL: (u16, u16) = (49152, 65535);
 const LINGER_US: u64 = 60_000_000;
 /// Delayed-ACK timer, as smoltcp's default.
 const ACK_DELAY_MS: u64 = 10;
+/// Closed sockets kept for reuse. Zeroing fresh megabyte buffers for every short flow
+/// (and faulting their pages in) would otherwise cost more than the flow's packets.
+const SOCKET_POOL_LIMIT: usize = 32;
 
 pub fn smol(now: Instant) -> SmolInstant {
     SmolInstant::from_micros(now.as_micros().min(i64::MAX as u64) as i64)
@@ -127,6 +130,7 @@ pub struct Stack {
     ports_in_use: Vec<u64>,
     next_port: u16,
     lingering: Vec<Lingering>,
+    socket_pool: Vec<tcp::Socket<'static>>,
 }
 
 impl Stack {
@@ -162,15 +166,24 @@ impl Stack {
             ports_in_use: vec![0; 1024],
             next_port: EPHEMERAL.0,
             lingering: Vec::new(),
+            socket_pool: Vec::new(),
         }
     }
 
     /// A new TCP socket with Cubic congestion control.
     pub fn new_socket(&mut self, buffers: Buffers) -> SocketHandle {
-        let mut socket = tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0; buffers.rx]),
-            tcp::SocketBuffer::new(vec![0; buffers.tx]),
-        );
+        let pooled = self
+            .socket_pool
+            .iter()
+            .position(|s| s.recv_capacity() == buffers.rx && s.send_capacity() == buffers.tx);
+        let mut socket = match pooled {
+            Some(i) => self.socket_pool.swap_remove(i),
+            None => tcp::Socket::new(
+                tcp::SocketBuffer::new(vec![0; buffers.rx]),
+                tcp::SocketBuffer::new(vec![0; buffers.tx]),
+            ),
+        };
+        // A fresh controller: `listen` and `connect` reset everything else.
         socket.set_congestion_control(tcp::CongestionControl::Cubic);
         socket.set_nagle_enabled(buffers.nagle);
         socket.set_ack_delay(Some(SmolDuration::from_millis(ACK_DELAY_MS)));
@@ -196,8 +209,7 @@ impl Stack {
         ) {
             Ok(()) => Some((handle, local_port)),
             Err(_) => {
-                self.sockets.remove(handle);
-                self.free_port(local_port);
+                self.discard(handle, Some(local_port));
                 None
             }
         }
@@ -265,9 +277,17 @@ impl Stack {
         });
     }
 
-    /// Removes a socket at once, freeing `port`.
+    /// Removes a socket at once, freeing `port`; the socket is kept for reuse by
+    /// [`Stack::new_socket`] (`listen` and `connect` reset its state).
     pub fn discard(&mut self, handle: SocketHandle, port: Option<u16>) {
-        self.sockets.remove(handle);
+        if let smoltcp::socket::Socket::Tcp(mut socket) = self.sockets.remove(handle) {
+            // Keep the most recent sockets: they have the sizes current flows use.
+            if self.socket_pool.len() >= SOCKET_POOL_LIMIT {
+                self.socket_pool.remove(0);
+            }
+            socket.abort();
+            self.socket_pool.push(socket);
+        }
         if let Some(port) = port {
             self.free_port(port);
         }
