@@ -121,7 +121,6 @@ pub struct ClientStats {
     pub bytes_requested: u64,
     pub fct_ms: Samples,
     pub size_bytes: Samples,
-    pub first_start: Option<Instant>,
     pub bulk: Vec<BulkRecord>,
     /// Goodput over time of a bulk download.
     pub series: Option<IntervalSeries>,
@@ -235,7 +234,6 @@ impl ClientPart {
                 bytes_requested: 0,
                 fct_ms: samples("fct"),
                 size_bytes: samples("size"),
-                first_start: None,
                 bulk,
                 series,
             },
@@ -348,7 +346,6 @@ impl ClientPart {
             received: 0,
         });
         self.stats.started += 1;
-        self.stats.first_start.get_or_insert(now);
         if size != u64::MAX {
             self.stats.bytes_requested = self.stats.bytes_requested.saturating_add(size);
             self.stats.size_bytes.push(size as f64);

@@ -8,6 +8,13 @@
 //! stack: the host hands UDP datagrams for a CBR port to its sink and everything else to
 //! smoltcp.
 //!
+//! smoltcp's TCP as used here (0.14): initial window 2048 bytes, slow start growing by one
+//! MSS per ACK, delayed ACKs of at most 10 ms (every second full segment is ACKed at
+//! once), a minimum retransmission timeout of 1 s, and fast retransmit of only the first
+//! missing segment (no SACK-based or NewReno recovery), so a burst of losses in one
+//! window costs a timeout. Bulk goodput behind a shallow drop-tail queue and FCTs under
+//! loss reflect that.
+//!
 //! Workloads ([`WorkloadConfig`]): `web`, the short-flow workload of PluriBus §6.1 with
 //! SURGE flow sizes; `bulk`; `udp-cbr`; and `fetch-loop` (PluriBus §6.5.1). Workload `i`
 //! serves TCP on port `TCP_PORT_BASE + i` and sends CBR on UDP port `UDP_PORT_BASE + i`,
