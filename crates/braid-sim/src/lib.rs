@@ -5,10 +5,12 @@
 //!   Gilbert-Elliott loss, blackouts, bit corruption, queue limits).
 //! - [`host`]: end hosts (real TCP through smoltcp, UDP constant-bit-rate) and workloads
 //!   (bulk, the short-flow web workload of PluriBus §6.1).
+//! - [`metrics`]: summaries of samples, goodput and goodput over time, for reports.
 //! - [`node`]: the interface hosts and engines share.
 
 pub mod host;
 pub mod link;
+pub mod metrics;
 pub mod node;
 pub mod rng;
 
