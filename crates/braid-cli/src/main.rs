@@ -1,1 +1,121 @@
-fn main() {}
+//! `braid`: the command-line front end. Subcommands run the simulator (`sim`), the named
+//! benchmarks (`bench`) and the demo (`demo`).
+
+mod demo;
+mod progress;
+mod sim;
+
+use std::io::Write;
+
+use clap::{Parser, Subcommand};
+
+/// braid bonds many weak links into one strong one: a gateway with several uplinks and a
+/// server on the wired Internet cooperate so that clients behind the gateway see one fast,
+/// low-delay, nearly lossless link.
+#[derive(Parser)]
+#[command(name = "braid", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the demo: the bus scenario of PluriBus (two lossy cellular links of unequal
+    /// delay, short web flows) through braid and through each link alone, side by side.
+    Demo(demo::Args),
+    /// Run a scenario file in the deterministic simulator (format: docs/scenarios.md).
+    Sim(sim::Args),
+    /// Run a named benchmark (see --list), comparing systems side by side in one run.
+    Bench(BenchArgs),
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// Benchmark name (see --list).
+    #[arg(required_unless_present = "list")]
+    name: Option<String>,
+    /// List the benchmarks and exit.
+    #[arg(long)]
+    list: bool,
+    /// The smaller version that finishes in seconds (what tests and CI run).
+    #[arg(long)]
+    quick: bool,
+    /// Print one JSON object (fields in docs/benchmarks.md) instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Seed of every simulated run.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(a) => demo::run(a),
+        Command::Sim(a) => sim::run(a),
+        Command::Bench(a) => bench(a),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("braid: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Writes `text` to standard output. A closed pipe (`braid ... | head`) ends the output
+/// quietly instead of failing.
+pub fn emit(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// Prints a benchmark-style report: JSON, or the table, headline and notes.
+pub fn print_report(report: &braid_bench::BenchReport, json: bool) -> anyhow::Result<()> {
+    if json {
+        return emit(&(serde_json::to_string_pretty(report)? + "\n"));
+    }
+    let mut s = format!(
+        "{} ({}seed {})\n\n{}\n{}\n",
+        report.bench,
+        if report.quick { "quick, " } else { "" },
+        report.seed,
+        report.table,
+        report.headline
+    );
+    for n in &report.notes {
+        s += &format!("note: {n}\n");
+    }
+    emit(&s)
+}
+
+fn bench(a: BenchArgs) -> anyhow::Result<()> {
+    if a.list {
+        let list = braid_bench::list();
+        let width = list.iter().map(|b| b.name().len()).max().unwrap_or(0);
+        let text: String = list
+            .iter()
+            .map(|b| format!("{:<width$}  {}\n", b.name(), b.summary()))
+            .collect();
+        return emit(&text);
+    }
+    let Some(name) = a.name else {
+        anyhow::bail!("name a benchmark (braid bench --list shows them)");
+    };
+    let b = braid_bench::find(&name)?;
+    let mut bar = progress::Bar::new(!a.json);
+    let mut cb = |label: &str, done: f64| bar.update(label, done);
+    let mut opts = braid_bench::Options {
+        quick: a.quick,
+        seed: a.seed,
+        progress: Some(&mut cb),
+    };
+    let report = b.run(&mut opts)?;
+    bar.finish();
+    print_report(&report, a.json)
+}

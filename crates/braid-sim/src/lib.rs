@@ -7,12 +7,19 @@
 //!   (bulk, the short-flow web workload of PluriBus §6.1).
 //! - [`metrics`]: summaries of samples, goodput and goodput over time, for reports.
 //! - [`node`]: the interface hosts and engines share.
+//! - [`world`]: the event loop that moves packets between hosts, engines and links.
+//! - [`scenario`]: the TOML scenario format (docs/scenarios.md).
 
 pub mod host;
 pub mod link;
 pub mod metrics;
 pub mod node;
 pub mod rng;
+pub mod scenario;
+pub mod world;
 
+pub use link::TraceCache;
 pub use node::{Node, Packet};
 pub use rng::Rng;
+pub use scenario::{Scenario, ScenarioError};
+pub use world::{run, PathReport, Report, SimError};

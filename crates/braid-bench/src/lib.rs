@@ -1,0 +1,72 @@
+//! braid's named benchmarks. Each one reproduces a paper figure or measures a speed, runs
+//! every compared system side by side in one run, and reports a headline figure against the
+//! paper's number and our goal (the JSON contract is in docs/benchmarks.md).
+//!
+//! Benchmarks are not tests: tests assert behaviour and determinism; benchmarks measure.
+//! `--quick` runs a smaller version that finishes in seconds.
+//!
+//! - [`report`]: the report every benchmark returns, and its table.
+//! - [`registry`]: the list of benchmarks by name.
+
+pub mod demo;
+pub mod registry;
+pub mod report;
+mod sim_speed;
+pub mod summary;
+
+pub use registry::{find, list};
+pub use report::{BenchReport, Headline, Table};
+pub use summary::summarize;
+
+/// The serde (kebab-case) name of a config enum, for labels.
+pub fn kebab<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
+}
+
+/// A progress listener: a label and the fraction done.
+pub type Progress<'a> = &'a mut dyn FnMut(&str, f64);
+
+/// How a benchmark runs.
+pub struct Options<'a> {
+    /// The smaller version, for tests and CI.
+    pub quick: bool,
+    /// Seed of every simulated run.
+    pub seed: u64,
+    /// Called with a label and the fraction done, for progress display.
+    pub progress: Option<Progress<'a>>,
+}
+
+impl Options<'_> {
+    /// Reports progress, if anyone listens.
+    pub fn progress(&mut self, label: &str, done: f64) {
+        if let Some(p) = self.progress.as_deref_mut() {
+            p(label, done);
+        }
+    }
+}
+
+/// Why a benchmark could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("unknown benchmark '{0}' (braid bench --list shows them all)")]
+    Unknown(String),
+    #[error("simulation failed: {0}")]
+    Sim(#[from] braid_sim::SimError),
+    #[error("scenario: {0}")]
+    Scenario(#[from] braid_sim::ScenarioError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A named benchmark.
+pub trait Bench: Sync {
+    /// The name `braid bench NAME` takes.
+    fn name(&self) -> &'static str;
+    /// One line: what it measures and against what.
+    fn summary(&self) -> &'static str;
+    /// Runs it.
+    fn run(&self, opts: &mut Options<'_>) -> Result<BenchReport, BenchError>;
+}

@@ -1,0 +1,32 @@
+//! Every benchmark, by name.
+
+use crate::{Bench, BenchError};
+
+static ALL: &[&dyn Bench] = &[&crate::sim_speed::SimSpeed];
+
+/// All benchmarks, in the order `braid bench --list` shows them.
+pub fn list() -> &'static [&'static dyn Bench] {
+    ALL
+}
+
+/// The benchmark called `name`.
+pub fn find(name: &str) -> Result<&'static dyn Bench, BenchError> {
+    ALL.iter()
+        .copied()
+        .find(|b| b.name() == name)
+        .ok_or_else(|| BenchError::Unknown(name.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_findable() {
+        for (i, b) in list().iter().enumerate() {
+            assert!(list()[..i].iter().all(|o| o.name() != b.name()));
+            assert_eq!(find(b.name()).unwrap().name(), b.name());
+        }
+        assert!(matches!(find("nope"), Err(BenchError::Unknown(_))));
+    }
+}

@@ -1,0 +1,104 @@
+//! The `braid` command as a user runs it.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn braid(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("braid runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn sim_json_is_byte_identical_for_a_seed_and_differs_across_seeds() {
+    let a = braid(&["sim", "scenarios/bus.toml", "--json"]);
+    assert!(a.status.success(), "{}", stderr(&a));
+    let b = braid(&["sim", "scenarios/bus.toml", "--json"]);
+    assert_eq!(a.stdout, b.stdout);
+    let c = braid(&["sim", "scenarios/bus.toml", "--json", "--seed", "2"]);
+    assert!(c.status.success());
+    assert_ne!(a.stdout, c.stdout);
+    let v: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
+    assert_eq!(v["seed"], 1);
+    assert!(v["workloads"][0]["flows"]["completed"].as_u64().unwrap() > 50);
+}
+
+#[test]
+fn sim_prints_a_summary() {
+    let o = braid(&["sim", "scenarios/two-path-udp.toml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    assert!(
+        s.contains("udp-cbr-0") && s.contains("fast") && s.contains("slow"),
+        "{s}"
+    );
+}
+
+#[test]
+fn a_wrong_scenario_is_one_clear_error() {
+    let dir = std::env::temp_dir().join("braid-cli-test");
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("bad.toml");
+    std::fs::write(
+        &f,
+        "duration_s = 5\n[[path]]\nname = \"a\"\nup = { rate_mbps = -1 }\ndown = { rate_mbps = 1 }\n\
+         [[workload]]\nkind = \"bulk\"\n",
+    )
+    .unwrap();
+    let o = braid(&["sim", f.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("rate_mbps") && e.contains("bad.toml"), "{e}");
+    let o = braid(&["sim", "no/such/file.toml"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("no/such/file.toml"));
+}
+
+#[test]
+fn bench_list_and_json_contract() {
+    let o = braid(&["bench", "--list"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("sim-speed"));
+    let o = braid(&["bench", "sim-speed", "--quick", "--json", "--seed", "3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["bench"], "sim-speed");
+    assert_eq!(v["seed"], 3);
+    assert_eq!(v["quick"], true);
+    assert!(
+        v["systems"]["udp-saturated"]["sim_per_wall"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    let h = &v["headline"];
+    assert!(h["metric"].is_string() && h["value"].is_number() && h["goal"].is_number());
+    assert!(h["paper"].is_null() && h["higher_is_better"].is_boolean());
+    let o = braid(&["bench", "no-such-bench"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--list"));
+}
+
+#[test]
+fn demo_prints_the_table() {
+    let o = braid(&["demo", "--quick"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    for row in ["evdo only", "wimax only", "braid"] {
+        assert!(s.contains(row), "{s}");
+    }
+}

@@ -1,0 +1,413 @@
+//! The simulated world: hosts, the two braid engines and the links between them, driven by
+//! one virtual clock.
+//!
+//! ```text
+//! client host ── gateway Session ══ path i: up link (gateway→server) ══ server Session ── internet host
+//!                                 ══ path i: down link (server→gateway) ══
+//! ```
+//! The two LAN hops (client↔gateway, server↔internet) are ideal: packets cross them at the
+//! instant they are emitted. In `direct` mode (the single-link baselines of PluriBus Fig 8)
+//! the engines are bypassed and the hosts talk over one path's two links.
+//!
+//! The loop is a discrete-event simulation in the sans-IO style: every component exposes
+//! `poll_timeout`, and the clock jumps to the earliest one. At each instant the world moves
+//! packets between components until nothing more happens, always visiting components in
+//! the same order, so a run is a pure function of the scenario and its seed.
+
+use std::time::Duration;
+
+use braid_core::{Instant, PathConfig, Role, Session, SessionStats};
+use serde::Serialize;
+
+use crate::host::{self, Host, WorkloadReport};
+use crate::link::{Link, LinkConfigError, LinkStats, TraceCache};
+use crate::scenario::Scenario;
+use crate::{Node, Rng};
+
+/// Why a scenario could not be simulated.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("path '{path}' ({direction}): {source}")]
+    Link {
+        path: String,
+        direction: &'static str,
+        source: LinkConfigError,
+    },
+    #[error("workload: {0}")]
+    Workload(#[from] host::WorkloadError),
+    #[error("engine.direct names path '{0}', which the scenario does not have")]
+    UnknownDirectPath(String),
+    #[error("engine: {0}")]
+    Engine(#[from] braid_core::ConfigError),
+}
+
+/// Everything measured in one run. Contains no wall-clock quantity, so the same scenario
+/// and seed always serialize to the same bytes.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub seed: u64,
+    pub duration_s: f64,
+    /// "braid <scheduler>/<loss recovery>" or "direct <path>".
+    pub system: String,
+    pub workloads: Vec<WorkloadReport>,
+    pub paths: Vec<PathReport>,
+    pub gateway: Option<SessionStats>,
+    pub server: Option<SessionStats>,
+    /// Simulator steps taken (instants visited).
+    pub events: u64,
+    /// Virtual seconds simulated.
+    pub virtual_s: f64,
+}
+
+/// One path's two directions.
+#[derive(Clone, Debug, Serialize)]
+pub struct PathReport {
+    pub name: String,
+    pub up: LinkStats,
+    pub down: LinkStats,
+    /// Corrupted braid datagrams dropped before the engine (up, down), as the UDP checksum
+    /// (and, in the daemon, the AEAD tag) would drop them.
+    pub checksum_drops: (u64, u64),
+}
+
+struct SimPath {
+    name: String,
+    up: Link,
+    down: Link,
+    checksum_drops: (u64, u64),
+}
+
+/// The two braid engines and their reusable buffers.
+struct Engines {
+    gateway: Session,
+    server: Session,
+    tx_buf: Vec<u8>,
+    deliver_buf: Vec<u8>,
+}
+
+/// Runs a scenario to its end. `progress`, when given, is called with the fraction of the
+/// virtual duration done, at most about a hundred times.
+pub fn run(
+    scenario: &Scenario,
+    traces: &mut TraceCache,
+    progress: Option<&mut dyn FnMut(f64)>,
+) -> Result<Report, SimError> {
+    let mut world = World::new(scenario, traces)?;
+    world.run(progress);
+    Ok(world.report())
+}
+
+struct World {
+    scenario_name: String,
+    seed: u64,
+    system: String,
+    end: Instant,
+    now: Instant,
+    events: u64,
+    client: Host,
+    internet: Host,
+    paths: Vec<SimPath>,
+    /// `None` in direct mode.
+    engines: Option<Engines>,
+    /// In direct mode, the index of the path the hosts use.
+    direct: usize,
+    /// Bytes of UDP and IP headers around each braid datagram on a link.
+    overhead: usize,
+}
+
+impl World {
+    fn new(scenario: &Scenario, traces: &mut TraceCache) -> Result<World, SimError> {
+        let seed = scenario.seed;
+        let end = Instant::ZERO + Duration::from_secs_f64(scenario.duration_s);
+        let (client, internet) = host::build_hosts(&scenario.workloads, seed, end, scenario.mtu)?;
+        let mut paths = Vec::with_capacity(scenario.paths.len());
+        let mut rates = Vec::with_capacity(scenario.paths.len());
+        for p in &scenario.paths {
+            let link = |cfg: &crate::link::LinkConfig,
+                        traces: &mut TraceCache,
+                        direction: &'static str|
+             -> Result<(Link, f64), SimError> {
+                let err = |source| SimError::Link {
+                    path: p.name.clone(),
+                    direction,
+                    source,
+                };
+                let rng = Rng::child(seed, &format!("path-{}-{direction}", p.name));
+                let rate = cfg.mean_rate_bps(traces).map_err(err)?;
+                Ok((Link::new(cfg, traces, rng).map_err(err)?, rate))
+            };
+            let (up, up_bps) = link(&p.up, traces, "up")?;
+            let (down, down_bps) = link(&p.down, traces, "down")?;
+            paths.push(SimPath {
+                name: p.name.clone(),
+                up,
+                down,
+                checksum_drops: (0, 0),
+            });
+            rates.push((up_bps as u64, down_bps as u64));
+        }
+
+        let (engines, direct, system) = match &scenario.engine.direct {
+            Some(name) => {
+                let idx = scenario
+                    .paths
+                    .iter()
+                    .position(|p| &p.name == name)
+                    .ok_or_else(|| SimError::UnknownDirectPath(name.clone()))?;
+                (None, idx, format!("direct {name}"))
+            }
+            None => {
+                let config = scenario.engine_config();
+                let gw_paths: Vec<PathConfig> = rates
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(up, down))| PathConfig {
+                        id: path_id(i),
+                        tx_capacity_bps: up,
+                        rx_capacity_bps: down,
+                    })
+                    .collect();
+                let srv_paths: Vec<PathConfig> = gw_paths
+                    .iter()
+                    .map(|p| PathConfig {
+                        id: p.id,
+                        tx_capacity_bps: p.rx_capacity_bps,
+                        rx_capacity_bps: p.tx_capacity_bps,
+                    })
+                    .collect();
+                let system = format!(
+                    "braid {}/{}",
+                    kebab(&config.scheduler),
+                    kebab(&config.loss_recovery)
+                );
+                let gateway =
+                    Session::new(config.clone(), Role::Gateway, &gw_paths, Instant::ZERO)?;
+                let server = Session::new(config, Role::Server, &srv_paths, Instant::ZERO)?;
+                let tx_buf = vec![
+                    0;
+                    gateway
+                        .transmit_buffer_len()
+                        .max(server.transmit_buffer_len())
+                ];
+                (
+                    Some(Engines {
+                        gateway,
+                        server,
+                        tx_buf,
+                        deliver_buf: Vec::with_capacity(2048),
+                    }),
+                    0,
+                    system,
+                )
+            }
+        };
+        Ok(World {
+            scenario_name: scenario.name.clone(),
+            seed,
+            system,
+            end,
+            now: Instant::ZERO,
+            events: 0,
+            client,
+            internet,
+            paths,
+            engines,
+            direct,
+            overhead: scenario.engine_config().datagram_overhead,
+        })
+    }
+
+    fn run(&mut self, mut progress: Option<&mut dyn FnMut(f64)>) {
+        let total = self.end.as_micros().max(1) as f64;
+        let mut next_report = 0.0;
+        let mut fired_at: Option<Instant> = None;
+        loop {
+            self.settle();
+            let Some(mut next) = self.next_timeout() else {
+                break;
+            };
+            // A component asking again for an instant already handled is visited 1 µs
+            // later, so the clock always moves forward.
+            if let Some(f) = fired_at.filter(|&f| next <= f) {
+                next = f + Duration::from_micros(1);
+            }
+            if next > self.end {
+                break;
+            }
+            self.now = self.now.max(next);
+            fired_at = Some(self.now);
+            self.events += 1;
+            self.fire_timeouts();
+            if let Some(cb) = progress.as_deref_mut() {
+                let done = self.now.as_micros() as f64 / total;
+                if done >= next_report {
+                    cb(done.min(1.0));
+                    next_report = done + 0.01;
+                }
+            }
+        }
+        self.now = self.end;
+        if let Some(cb) = progress {
+            cb(1.0);
+        }
+    }
+
+    /// Moves packets between components at `now` until none moves.
+    fn settle(&mut self) {
+        let now = self.now;
+        loop {
+            let mut moved = false;
+            // Hosts emit onto the LAN (into the engines) or, in direct mode, onto the path.
+            while let Some(p) = self.client.poll_transmit(now) {
+                moved = true;
+                match &mut self.engines {
+                    // A refused packet (queue full, too large) is counted by the engine.
+                    Some(e) => drop(e.gateway.send(now, &p)),
+                    None => self.paths[self.direct].up.send(now, p),
+                }
+            }
+            while let Some(p) = self.internet.poll_transmit(now) {
+                moved = true;
+                match &mut self.engines {
+                    Some(e) => drop(e.server.send(now, &p)),
+                    None => self.paths[self.direct].down.send(now, p),
+                }
+            }
+            if let Some(e) = &mut self.engines {
+                let overhead = self.overhead;
+                while let Some(t) = e.gateway.poll_transmit(now, &mut e.tx_buf) {
+                    moved = true;
+                    if let Some(path) = self.paths.get_mut(usize::from(t.path)) {
+                        let d = e.tx_buf[..t.len].to_vec();
+                        path.up.send_sized(now, d, t.len + overhead);
+                    }
+                }
+                while let Some(t) = e.server.poll_transmit(now, &mut e.tx_buf) {
+                    moved = true;
+                    if let Some(path) = self.paths.get_mut(usize::from(t.path)) {
+                        let d = e.tx_buf[..t.len].to_vec();
+                        path.down.send_sized(now, d, t.len + overhead);
+                    }
+                }
+            }
+            // Links deliver to the far end. Corrupted braid datagrams are dropped as the UDP
+            // checksum would drop them; in direct mode the hosts' own IP and TCP checksums
+            // catch corruption.
+            for (i, path) in self.paths.iter_mut().enumerate() {
+                while let Some((p, corrupted)) = path.up.poll_deliver_checked(now) {
+                    moved = true;
+                    match &mut self.engines {
+                        Some(_) if corrupted => path.checksum_drops.0 += 1,
+                        // Malformed datagrams are counted by the engine.
+                        Some(e) => drop(e.server.handle_datagram(now, path_id(i), &p)),
+                        None => self.internet.receive(now, p),
+                    }
+                }
+                while let Some((p, corrupted)) = path.down.poll_deliver_checked(now) {
+                    moved = true;
+                    match &mut self.engines {
+                        Some(_) if corrupted => path.checksum_drops.1 += 1,
+                        Some(e) => drop(e.gateway.handle_datagram(now, path_id(i), &p)),
+                        None => self.client.receive(now, p),
+                    }
+                }
+            }
+            // Engines hand in-order packets to their LAN.
+            if let Some(e) = &mut self.engines {
+                while e.gateway.poll_deliver(&mut e.deliver_buf) {
+                    moved = true;
+                    self.client.receive(now, e.deliver_buf.clone());
+                }
+                while e.server.poll_deliver(&mut e.deliver_buf) {
+                    moved = true;
+                    self.internet.receive(now, e.deliver_buf.clone());
+                }
+                while e.gateway.poll_event().is_some() {}
+                while e.server.poll_event().is_some() {}
+            }
+            if !moved {
+                break;
+            }
+        }
+    }
+
+    fn next_timeout(&self) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut consider = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        consider(self.client.poll_timeout());
+        consider(self.internet.poll_timeout());
+        if let Some(e) = &self.engines {
+            consider(e.gateway.poll_timeout());
+            consider(e.server.poll_timeout());
+        }
+        for p in &self.paths {
+            consider(p.up.poll_timeout());
+            consider(p.down.poll_timeout());
+        }
+        next
+    }
+
+    fn fire_timeouts(&mut self) {
+        let now = self.now;
+        if self.client.poll_timeout().is_some_and(|t| t <= now) {
+            self.client.handle_timeout(now);
+        }
+        if self.internet.poll_timeout().is_some_and(|t| t <= now) {
+            self.internet.handle_timeout(now);
+        }
+        if let Some(e) = &mut self.engines {
+            if e.gateway.poll_timeout().is_some_and(|t| t <= now) {
+                e.gateway.handle_timeout(now);
+            }
+            if e.server.poll_timeout().is_some_and(|t| t <= now) {
+                e.server.handle_timeout(now);
+            }
+        }
+        // Links need no timeout call: `settle` polls their deliveries at `now`.
+    }
+
+    fn report(&self) -> Report {
+        Report {
+            scenario: self.scenario_name.clone(),
+            seed: self.seed,
+            duration_s: self.end.as_secs_f64(),
+            system: self.system.clone(),
+            workloads: host::report(&self.client, &self.internet, self.end),
+            paths: self
+                .paths
+                .iter()
+                .map(|p| PathReport {
+                    name: p.name.clone(),
+                    up: p.up.stats(),
+                    down: p.down.stats(),
+                    checksum_drops: p.checksum_drops,
+                })
+                .collect(),
+            gateway: self.engines.as_ref().map(|e| e.gateway.stats()),
+            server: self.engines.as_ref().map(|e| e.server.stats()),
+            events: self.events,
+            virtual_s: self.now.as_secs_f64(),
+        }
+    }
+}
+
+/// Scenario path index → wire path id. Scenarios are validated to have at most 255 paths.
+fn path_id(index: usize) -> braid_core::PathId {
+    braid_core::PathId::try_from(index).unwrap_or(braid_core::PathId::MAX)
+}
+
+/// The serde (kebab-case) name of a config enum, for report labels.
+fn kebab<T: Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
+}
+
+#[cfg(test)]
+mod tests;
