@@ -8,11 +8,16 @@
 //! - [`report`]: the report every benchmark returns, and its table.
 //! - [`registry`]: the list of benchmarks by name.
 
+mod common;
 pub mod demo;
+mod osctp_fig9;
+mod pluribus_fig15;
+mod prism;
 pub mod registry;
 pub mod report;
 mod sim_speed;
 pub mod summary;
+mod udp_aggregation;
 
 pub use registry::{find, list};
 pub use report::{BenchReport, Headline, Table};
@@ -53,9 +58,9 @@ impl Options<'_> {
 pub enum BenchError {
     #[error("unknown benchmark '{0}' (braid bench --list shows them all)")]
     Unknown(String),
-    #[error("simulation failed: {0}")]
+    #[error(transparent)]
     Sim(#[from] braid_sim::SimError),
-    #[error("scenario: {0}")]
+    #[error(transparent)]
     Scenario(#[from] braid_sim::ScenarioError),
     #[error("{0}")]
     Other(String),

@@ -2,7 +2,14 @@
 
 use crate::{Bench, BenchError};
 
-static ALL: &[&dyn Bench] = &[&crate::sim_speed::SimSpeed];
+static ALL: &[&dyn Bench] = &[
+    &crate::sim_speed::SimSpeed,
+    &crate::pluribus_fig15::PluribusFig15,
+    &crate::osctp_fig9::OsctpFig9,
+    &crate::prism::PrismFig7,
+    &crate::prism::PrismFig8,
+    &crate::udp_aggregation::UdpAggregation,
+];
 
 /// All benchmarks, in the order `braid bench --list` shows them.
 pub fn list() -> &'static [&'static dyn Bench] {

@@ -15,13 +15,29 @@ pub enum Role {
     Server,
 }
 
-/// The path scheduler a session uses. Later issues add the rest behind [`crate::sched::Scheduler`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The path scheduler a session (or a traffic class) uses; see [`crate::sched`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SchedulerKind {
-    /// Each packet on the next live path in turn.
-    #[default]
+    /// Each packet on the next usable path in turn.
     RoundRobin,
+    /// Packets in proportion to the paths' capacities.
+    WeightedRoundRobin,
+    /// A new flow on the path with fewest active flows (PluriBus §6.1).
+    MinConnPath,
+    /// A flow on the path its 5-tuple hashes to.
+    HashFlow,
+    /// Each packet on the path that delivers it first (PluriBus §4.3).
+    #[default]
+    DelayBased,
+    /// Fill one path's window, then the next (oSCTP §IV-D).
+    Lazy,
+    /// The smallest-RTT path with an open window (oSCTP §IV-D).
+    SmallestRtt,
+    /// Least in-flight utilization, ties by expected arrival (PRISM §4).
+    Adas,
+    /// Every packet on every usable path.
+    Redundant,
 }
 
 /// The loss-recovery method a session uses. Later issues add the rest behind
@@ -64,6 +80,9 @@ pub struct Config {
     pub capacity_interval: Duration,
     /// How often the receiver reports its per-path estimates to the sender.
     pub report_interval: Duration,
+    /// Data that arrived this long ago without any datagram going back to carry its path
+    /// ack (one-way traffic) gets a standalone ack, like TCP's delayed ACK.
+    pub ack_delay: Duration,
     /// A heartbeat is sent on a path that carried nothing for this long (PluriBus §2.2 probes
     /// every 100 ms).
     pub heartbeat_interval: Duration,
@@ -85,6 +104,29 @@ pub struct Config {
     /// Seed for every random choice the engine makes (for example which packets a coded
     /// packet combines).
     pub seed: u64,
+    /// How the hole timeout is set: fixed at `hole_timeout`, or adapted to the measured
+    /// delay gap between paths (see [`crate::reorder::HoleTimeout`]).
+    pub hole_timeout_mode: HoleTimeoutMode,
+    /// Traffic classes, matched in order; unmatched flows use `scheduler`.
+    pub classes: Vec<crate::class::ClassConfig>,
+    /// Most inner flows tracked at once.
+    pub max_flows: usize,
+    /// A flow idle this long is forgotten.
+    pub flow_idle_timeout: Duration,
+    /// Keep the predicted delivery time of each data packet sent (a bounded log, for
+    /// measuring the delay estimator's accuracy; PluriBus Fig 17).
+    pub record_predictions: bool,
+}
+
+/// How the resequencing buffer's hole timeout is chosen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HoleTimeoutMode {
+    /// Always `hole_timeout` (PluriBus §5: 50 ms).
+    Fixed,
+    /// From the measured delay gap between paths, `hole_timeout` until measured.
+    #[default]
+    Adaptive,
 }
 
 impl Default for Config {
@@ -96,6 +138,7 @@ impl Default for Config {
             hole_timeout: Duration::from_millis(50),
             capacity_interval: Duration::from_millis(500),
             report_interval: Duration::from_millis(100),
+            ack_delay: Duration::from_millis(20),
             heartbeat_interval: Duration::from_millis(100),
             path_timeout: Duration::from_millis(500),
             datagram_overhead: 28,
@@ -104,6 +147,11 @@ impl Default for Config {
             send_queue_limit: 4096,
             reorder_limit: 4096,
             seed: 0,
+            hole_timeout_mode: HoleTimeoutMode::default(),
+            classes: Vec::new(),
+            max_flows: 65_536,
+            flow_idle_timeout: Duration::from_secs(120),
+            record_predictions: false,
         }
     }
 }
@@ -119,6 +167,8 @@ pub enum ConfigError {
     Zero(&'static str),
     #[error("max_packet_size {0} is out of range: expected 1 to 65000 bytes")]
     PacketSize(usize),
+    #[error("{0} traffic classes: at most 64 are supported")]
+    TooManyClasses(usize),
 }
 
 impl Config {
@@ -127,6 +177,7 @@ impl Config {
         let durations = [
             (self.capacity_interval, "capacity_interval"),
             (self.report_interval, "report_interval"),
+            (self.ack_delay, "ack_delay"),
             (self.heartbeat_interval, "heartbeat_interval"),
             (self.path_timeout, "path_timeout"),
         ];
@@ -143,6 +194,12 @@ impl Config {
         }
         if self.max_packet_size == 0 || self.max_packet_size > 65_000 {
             return Err(ConfigError::PacketSize(self.max_packet_size));
+        }
+        if self.max_flows == 0 {
+            return Err(ConfigError::Zero("max_flows"));
+        }
+        if self.classes.len() > 64 {
+            return Err(ConfigError::TooManyClasses(self.classes.len()));
         }
         Ok(())
     }

@@ -11,11 +11,15 @@
 //! - [`sched`]: the [`sched::Scheduler`] trait and the path schedulers behind it.
 //! - [`fec`]: the [`fec::LossRecovery`] trait and the loss-masking methods behind it.
 //! - [`reorder`]: the resequencing buffer with hole timeout (PluriBus §5).
+//! - [`flow`]: inner flows: 5-tuples, the bounded flow table, inner TCP retransmissions.
+//! - [`class`]: traffic classes, each with its own scheduler.
 //! - [`session`]: the engine that ties them together.
 
+pub mod class;
 pub mod config;
 pub mod event;
 pub mod fec;
+pub mod flow;
 pub mod path;
 pub mod reorder;
 pub mod sched;
@@ -23,9 +27,11 @@ pub mod session;
 pub mod stats;
 pub mod time;
 
-pub use config::{Config, ConfigError, LossRecoveryKind, PathConfig, Role, SchedulerKind};
+pub use config::{
+    Config, ConfigError, HoleTimeoutMode, LossRecoveryKind, PathConfig, Role, SchedulerKind,
+};
 pub use event::Event;
-pub use session::{HandleError, SendError, Session, Transmit};
+pub use session::{HandleError, Prediction, SendError, Session, Transmit};
 pub use stats::{PathStats, SessionStats};
 pub use time::Instant;
 

@@ -15,13 +15,18 @@
 //! Storage is a ring of `limit` slots indexed by sequence number, buffers are recycled, and
 //! timers are a FIFO of arrivals (arrival times only grow), so nothing allocates once warm.
 
+mod timeout;
+
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use crate::config::HoleTimeoutMode;
 use crate::Instant;
 
+pub use timeout::HoleTimeout;
+
 /// Counters of the resequencing buffer.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct ReorderStats {
     /// Packets that arrived above a hole and waited.
     pub buffered: u64,
@@ -35,6 +40,8 @@ pub struct ReorderStats {
     pub too_old: u64,
     /// Packets released by the hole timeout.
     pub released_by_timeout: u64,
+    /// The hole timeout in force at the last instant the buffer saw, ms.
+    pub hole_timeout_ms: f64,
 }
 
 /// Outcome of [`Resequencer::insert`].
@@ -54,12 +61,18 @@ pub enum Insert {
 struct Slot {
     seq: u32,
     buf: Vec<u8>,
+    /// Already delivered on arrival (unordered): the slot only marks the sequence number
+    /// as received, so it is no hole.
+    delivered: bool,
 }
 
 /// The resequencing buffer.
 #[derive(Debug)]
 pub struct Resequencer {
-    hole_timeout: Duration,
+    hole_timeout: HoleTimeout,
+    /// When the latest hole was given up, for late-arrival samples.
+    last_skip_at: Option<Instant>,
+    last_now: Instant,
     limit: u32,
     /// Next sequence number to deliver in order.
     next: u32,
@@ -78,11 +91,18 @@ impl Resequencer {
     /// A buffer holding up to `limit` sequence numbers ahead of the delivery point (at least
     /// 2), starting at sequence number 0.
     pub fn new(hole_timeout: Duration, limit: usize) -> Resequencer {
+        Resequencer::with_mode(HoleTimeoutMode::Fixed, hole_timeout, limit)
+    }
+
+    /// A buffer whose hole timeout is fixed or adaptive (see [`HoleTimeout`]).
+    pub fn with_mode(mode: HoleTimeoutMode, hole_timeout: Duration, limit: usize) -> Resequencer {
         let limit = u32::try_from(limit.max(2))
             .unwrap_or(u32::MAX / 2)
             .min(1 << 20);
         Resequencer {
-            hole_timeout,
+            hole_timeout: HoleTimeout::new(mode, hole_timeout),
+            last_skip_at: None,
+            last_now: Instant::ZERO,
             limit,
             next: 0,
             slots: (0..limit).map(|_| None).collect(),
@@ -95,21 +115,28 @@ impl Resequencer {
     }
 
     pub fn stats(&self) -> ReorderStats {
-        self.stats
+        ReorderStats {
+            hole_timeout_ms: self.current_timeout().as_secs_f64() * 1e3,
+            ..self.stats
+        }
     }
 
-    pub fn hole_timeout(&self) -> Duration {
-        self.hole_timeout
+    /// The hole timeout in force at the latest instant seen.
+    pub fn current_timeout(&self) -> Duration {
+        self.hole_timeout.current(self.last_now)
     }
 
-    /// Changes the hole timeout (for packets buffered from now on as well as waiting ones).
+    /// Changes the configured hole timeout (for waiting packets too).
     pub fn set_hole_timeout(&mut self, t: Duration) {
-        self.hole_timeout = t;
+        self.hole_timeout.set_base(t);
     }
 
     /// Packets waiting behind holes.
     pub fn waiting(&self) -> usize {
-        self.slots.iter().filter(|s| s.is_some()).count()
+        self.slots
+            .iter()
+            .filter(|s| s.as_ref().is_some_and(|s| !s.delivered))
+            .count()
     }
 
     /// The next sequence number expected in order.
@@ -130,6 +157,7 @@ impl Resequencer {
 
     /// Hands a packet with data sequence number `seq` to the buffer.
     pub fn insert(&mut self, now: Instant, seq: u32, payload: &[u8]) -> Insert {
+        self.last_now = self.last_now.max(now);
         let ahead = seq.wrapping_sub(self.next) as i32;
         if ahead < 0 {
             let behind = ahead.unsigned_abs();
@@ -144,12 +172,29 @@ impl Resequencer {
             }
             self.delivered[i] = true;
             self.stats.late_delivered += 1;
+            if let Some(at) = self.last_skip_at {
+                let late = self.hole_timeout.current(now) + now.saturating_duration_since(at);
+                self.hole_timeout.sample(now, late);
+            }
             let b = self.copy(payload);
             self.ready.push_back(b);
             return Insert::Ready;
         }
         let ahead = ahead as u32;
         if ahead == 0 {
+            let i = self.idx(seq);
+            if self.slots[i]
+                .as_ref()
+                .is_some_and(|s| s.seq == seq && s.delivered)
+            {
+                self.stats.duplicates += 1;
+                return Insert::Duplicate;
+            }
+            // A hole filled: the oldest packet behind it waited this long.
+            if let Some(&(at, _)) = self.waiting.iter().find(|&&(_, s)| self.is_waiting(s)) {
+                self.hole_timeout
+                    .sample(now, now.saturating_duration_since(at));
+            }
             let b = self.copy(payload);
             self.deliver_next(b);
             self.drain_in_order();
@@ -174,7 +219,11 @@ impl Resequencer {
             return Insert::Duplicate;
         }
         let buf = self.copy(payload);
-        self.slots[i] = Some(Slot { seq, buf });
+        self.slots[i] = Some(Slot {
+            seq,
+            buf,
+            delivered: false,
+        });
         self.waiting.push_back((now, seq));
         self.stats.buffered += 1;
         self.trim_waiting();
@@ -191,6 +240,45 @@ impl Resequencer {
         }
     }
 
+    /// Hands a packet over for delivery on arrival, without waiting for the packets before
+    /// it (its flow keeps its own order on one path). Its sequence number is marked
+    /// received so that it is neither a hole for the packets after it nor delivered twice.
+    pub fn insert_unordered(&mut self, now: Instant, seq: u32, payload: &[u8]) -> Insert {
+        self.last_now = self.last_now.max(now);
+        let ahead = seq.wrapping_sub(self.next) as i32;
+        if ahead <= 0 {
+            // At or behind the delivery point: the ordered path handles it (in order, late,
+            // or duplicate).
+            return self.insert(now, seq, payload);
+        }
+        let ahead = ahead as u32;
+        if ahead >= self.limit {
+            let new_next = seq.wrapping_sub(self.limit - 1);
+            self.advance_to(new_next);
+            self.drain_in_order();
+        }
+        let i = self.idx(seq);
+        if self.slots[i].as_ref().is_some_and(|s| s.seq == seq) {
+            self.stats.duplicates += 1;
+            return Insert::Duplicate;
+        }
+        if self.slots[i].is_none() {
+            let b = self.copy(payload);
+            self.ready.push_back(b);
+            self.slots[i] = Some(Slot {
+                seq,
+                buf: Vec::new(),
+                delivered: true,
+            });
+            return Insert::Ready;
+        }
+        // The slot is taken by a packet further ahead (only after a wrap of the window):
+        // deliver without marking.
+        let b = self.copy(payload);
+        self.ready.push_back(b);
+        Insert::Ready
+    }
+
     /// Delivers `buf` as sequence number `next` and moves past it.
     fn deliver_next(&mut self, buf: Vec<u8>) {
         let i = self.idx(self.next);
@@ -199,11 +287,19 @@ impl Resequencer {
         self.next = self.next.wrapping_add(1);
     }
 
+    /// Moves past `next`, which was delivered on arrival.
+    fn pass_next(&mut self) {
+        let i = self.idx(self.next);
+        self.delivered[i] = true;
+        self.next = self.next.wrapping_add(1);
+    }
+
     /// Delivers waiting packets that are now in order.
     fn drain_in_order(&mut self) {
         loop {
             let i = self.idx(self.next);
             match self.slots[i].take() {
+                Some(slot) if slot.seq == self.next && slot.delivered => self.pass_next(),
                 Some(slot) if slot.seq == self.next => self.deliver_next(slot.buf),
                 other => {
                     self.slots[i] = other;
@@ -242,6 +338,7 @@ impl Resequencer {
         while (target.wrapping_sub(self.next) as i32) > 0 {
             let i = self.idx(self.next);
             match self.slots[i].take() {
+                Some(slot) if slot.seq == self.next && slot.delivered => self.pass_next(),
                 Some(slot) if slot.seq == self.next => self.deliver_next(slot.buf),
                 other => {
                     self.slots[i] = other;
@@ -255,29 +352,33 @@ impl Resequencer {
 
     /// When the oldest waiting packet's hole timeout expires.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        let t = self.current_timeout();
         self.waiting
             .iter()
             .find(|&&(_, seq)| self.is_waiting(seq))
-            .map(|&(at, _)| at + self.hole_timeout)
+            .map(|&(at, _)| at + t)
     }
 
     fn is_waiting(&self, seq: u32) -> bool {
         let ahead = seq.wrapping_sub(self.next) as i32;
-        ahead > 0 && matches!(&self.slots[self.idx(seq)], Some(s) if s.seq == seq)
+        ahead > 0 && matches!(&self.slots[self.idx(seq)], Some(s) if s.seq == seq && !s.delivered)
     }
 
     /// Releases every packet that has waited the hole timeout, giving up the holes below it.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.last_now = self.last_now.max(now);
+        let timeout = self.hole_timeout.current(now);
         while let Some(&(at, seq)) = self.waiting.front() {
             if !self.is_waiting(seq) {
                 self.waiting.pop_front();
                 continue;
             }
-            if at + self.hole_timeout > now {
+            if at + timeout > now {
                 break;
             }
             self.waiting.pop_front();
             self.stats.released_by_timeout += 1;
+            self.last_skip_at = Some(now);
             self.advance_to(seq);
             self.drain_in_order();
         }

@@ -4,21 +4,25 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use braid_wire::{
-    Coded, ConfigMsg, Datagram, Header, Hello, Message, PathEntries, PathEntry, CODED_FIXED_LEN,
-    DATA_FIXED_LEN, HEADER_LEN, MAX_BITMAP_LEN, PATH_ENTRY_LEN,
+    Coded, ConfigMsg, Datagram, Header, Hello, Message, PathAck, PathEntries, PathEntry,
+    CODED_FIXED_LEN, HEADER_LEN, MAX_BITMAP_LEN, PATH_ENTRY_LEN,
 };
 
 use crate::config::ConfigError;
 use crate::fec::{LossRecovery, RecoveredSink, RepairBody};
 use crate::path::{Path, SentKind};
 use crate::reorder::{Insert, Resequencer};
-use crate::sched::{PacketMeta, Scheduler};
+use crate::sched::Scheduler;
 use crate::{Config, Event, Instant, PathConfig, PathId, Role, SessionStats};
+
+mod schedule;
+
+pub use schedule::Prediction;
 
 /// Most events kept for the driver; older ones are dropped (and counted) beyond it.
 const MAX_EVENTS: usize = 1024;
 /// Most recycled packet buffers kept.
-const MAX_POOL: usize = 1024;
+pub(crate) const MAX_POOL: usize = 1024;
 
 /// One datagram ready to go out on a path; its bytes are at the front of the buffer passed
 /// to [`Session::poll_transmit`].
@@ -77,8 +81,13 @@ pub struct Session {
     paths: Vec<Path>,
     /// `index[id]` is the position of path `id` in `paths`.
     index: [Option<u8>; 256],
-    scheduler: Box<dyn Scheduler>,
+    scheduling: schedule::Scheduling,
     recovery: Box<dyn LossRecovery>,
+    /// `ack_dirty[i]`: path `i` received something not yet described in a path ack.
+    ack_dirty: Vec<bool>,
+    ack_cursor: usize,
+    /// Data arrived and its path ack has not gone out yet, since this instant.
+    ack_pending_since: Option<Instant>,
     send_queue: VecDeque<(u32, Vec<u8>)>,
     pool: Vec<Vec<u8>>,
     next_data_seq: u32,
@@ -123,9 +132,16 @@ impl Session {
             list.push(Path::new(p, config.capacity_interval));
         }
         Ok(Session {
-            scheduler: crate::sched::build(config.scheduler),
+            scheduling: schedule::Scheduling::new(&config),
             recovery: crate::fec::build(config.loss_recovery),
-            reseq: Resequencer::new(config.hole_timeout, config.reorder_limit),
+            ack_dirty: vec![false; list.len()],
+            ack_cursor: 0,
+            ack_pending_since: None,
+            reseq: Resequencer::with_mode(
+                config.hole_timeout_mode,
+                config.hole_timeout,
+                config.reorder_limit,
+            ),
             send_queue: VecDeque::with_capacity(config.send_queue_limit.min(4096)),
             next_report_at: now + config.report_interval,
             configured: role == Role::Server,
@@ -147,9 +163,10 @@ impl Session {
         })
     }
 
-    /// Replaces the path scheduler (for experiments that compare policies).
+    /// Replaces the default class's path scheduler (for experiments that compare
+    /// policies).
     pub fn set_scheduler(&mut self, scheduler: Box<dyn Scheduler>) {
-        self.scheduler = scheduler;
+        self.scheduling.schedulers[0] = scheduler;
     }
 
     /// Replaces the loss-recovery method.
@@ -248,13 +265,28 @@ impl Session {
             self.push_event(Event::PathUp(path));
         }
         self.rx_since_report = true;
+        self.ack_dirty[pi] = true;
+        if matches!(d.message, Message::Data { .. } | Message::Coded(_)) {
+            self.ack_pending_since.get_or_insert(now);
+        }
         if let Some(ack) = d.header.ack {
             self.recovery.on_ack(now, ack);
         }
+        if let Some(pa) = d.header.path_ack {
+            if let Some(i) = self.index[usize::from(pa.path)].map(usize::from) {
+                self.apply_path_ack(now, i, pa.highest_seq, pa.received);
+            }
+        }
         match d.message {
             Message::Data { seq, payload } => {
+                self.note_arrival(now, path, seq, payload);
                 self.recovery.on_data_received(now, seq, payload);
-                self.accept_data(now, seq, payload);
+                if d.header.unordered {
+                    self.reseq.insert_unordered(now, seq, payload);
+                    self.note_highest(seq);
+                } else {
+                    self.accept_data(now, seq, payload);
+                }
             }
             Message::Coded(coded) => {
                 let mut sink = Accept {
@@ -276,6 +308,9 @@ impl Session {
                     }
                     let base = self.delay_base.unwrap_or(0);
                     let out = self.paths[i].on_report(now, &e, e.path == path, base);
+                    if e.received != 0 {
+                        self.apply_path_ack(now, i, e.highest_seq, e.received);
+                    }
                     if let Some(bps) = out.capacity_changed {
                         self.push_event(Event::CapacityChanged { path: e.path, bps });
                     }
@@ -306,6 +341,15 @@ impl Session {
         Ok(())
     }
 
+    fn note_highest(&mut self, seq: u32) {
+        if self
+            .highest_rx_data
+            .is_none_or(|h| seq.wrapping_sub(h) as i32 > 0)
+        {
+            self.highest_rx_data = Some(seq);
+        }
+    }
+
     fn accept_data(&mut self, now: Instant, seq: u32, payload: &[u8]) {
         let mut sink = Accept {
             reseq: &mut self.reseq,
@@ -332,10 +376,21 @@ impl Session {
         if let Some(t) = self.poll_repair(now, buf) {
             return Some(t);
         }
+        if let Some(t) = self.poll_ack(now, buf) {
+            return Some(t);
+        }
         self.poll_heartbeat(now, buf)
     }
 
-    fn header(&mut self, now: Instant, pi: usize, wire_len: usize, kind: SentKind) -> Header {
+    fn header(
+        &mut self,
+        now: Instant,
+        pi: usize,
+        wire_len: usize,
+        kind: SentKind,
+        path_ack: Option<PathAck>,
+        unordered: bool,
+    ) -> Header {
         let wire_bytes = wire_len + self.config.datagram_overhead;
         let path = &mut self.paths[pi];
         let path_seq = path.on_send(now, wire_bytes, kind);
@@ -345,7 +400,45 @@ impl Session {
             path_seq,
             timestamp: now.wire_timestamp(),
             ack: self.highest_rx_data,
+            path_ack,
+            unordered,
         }
+    }
+
+    /// The path ack to piggyback next: the next path, in rotation, that received something
+    /// since its last one.
+    fn take_path_ack(&mut self) -> Option<PathAck> {
+        let n = self.paths.len();
+        for k in 0..n {
+            let i = (self.ack_cursor + k) % n;
+            if self.ack_dirty[i] {
+                self.ack_dirty[i] = false;
+                self.ack_cursor = i + 1;
+                if !self.ack_dirty.contains(&true) {
+                    self.ack_pending_since = None;
+                }
+                return self.paths[i].path_ack();
+            }
+        }
+        self.ack_pending_since = None;
+        None
+    }
+
+    /// A standalone ack when data arrived `ack_delay` ago and nothing carried its path ack
+    /// back since (one-way traffic): a heartbeat on the fastest usable path, carrying it.
+    fn poll_ack(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let since = self.ack_pending_since?;
+        if now < since + self.config.ack_delay {
+            return None;
+        }
+        let pi = self
+            .paths
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.is_usable())
+            .min_by_key(|(_, p)| p.predicted_delivery_us(now, 64).unwrap_or(i64::MAX))
+            .map_or(0, |(i, _)| i);
+        self.emit(now, pi, Message::Heartbeat, SentKind::Control, buf)
     }
 
     /// Emits `message` on path index `pi`.
@@ -357,6 +450,20 @@ impl Session {
         kind: SentKind,
         buf: &mut [u8],
     ) -> Option<Transmit> {
+        self.emit_flagged(now, pi, message, kind, buf, false)
+    }
+
+    /// Emits `message` on path index `pi`, marked for delivery on arrival if `unordered`.
+    fn emit_flagged(
+        &mut self,
+        now: Instant,
+        pi: usize,
+        message: Message<'_>,
+        kind: SentKind,
+        buf: &mut [u8],
+        unordered: bool,
+    ) -> Option<Transmit> {
+        let path_ack = self.take_path_ack();
         let probe = Datagram {
             header: Header {
                 session_id: 0,
@@ -364,11 +471,13 @@ impl Session {
                 path_seq: 0,
                 timestamp: 0,
                 ack: self.highest_rx_data,
+                path_ack,
+                unordered: false,
             },
             message,
         };
         let len = probe.buffer_len();
-        let header = self.header(now, pi, len, kind);
+        let header = self.header(now, pi, len, kind, path_ack, unordered);
         let d = Datagram { header, message };
         match d.emit(buf) {
             Ok(len) => Some(Transmit {
@@ -432,39 +541,6 @@ impl Session {
             .map_or(0, |(i, _)| i)
     }
 
-    fn poll_data(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        let (seq, packet) = self.send_queue.front()?;
-        let seq = *seq;
-        let meta = PacketMeta {
-            seq,
-            wire_bytes: HEADER_LEN
-                + 4
-                + DATA_FIXED_LEN
-                + packet.len()
-                + self.config.datagram_overhead,
-            packet,
-        };
-        let path = self.scheduler.select(now, &meta, &self.paths)?;
-        let pi = self.index[usize::from(path)].map(usize::from)?;
-        let (seq, packet) = self.send_queue.pop_front()?;
-        let t = self.emit(
-            now,
-            pi,
-            Message::Data {
-                seq,
-                payload: &packet,
-            },
-            SentKind::Data,
-            buf,
-        );
-        self.recovery
-            .on_data_sent(now, seq, &self.paths[pi], &packet);
-        if self.pool.len() < MAX_POOL {
-            self.pool.push(packet);
-        }
-        t
-    }
-
     fn poll_repair(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let repair = self.recovery.poll_repair(now, &self.paths)?;
         let pi = self.index[usize::from(repair.path)].map(usize::from)?;
@@ -491,6 +567,8 @@ impl Session {
                 path_seq: 0,
                 timestamp: 0,
                 ack: self.highest_rx_data,
+                path_ack: None,
+                unordered: false,
             },
             message,
         }
@@ -507,6 +585,8 @@ impl Session {
             path_seq,
             timestamp: now.wire_timestamp(),
             ack: self.highest_rx_data,
+            path_ack: None,
+            unordered: false,
         };
         let t = Datagram { header, message }
             .emit(buf)
@@ -567,6 +647,7 @@ impl Session {
         if self.rx_since_report {
             consider(Some(self.next_report_at));
         }
+        consider(self.ack_pending_since.map(|t| t + self.config.ack_delay));
         for p in &self.paths {
             consider(Some(self.heartbeat_due(p)));
             consider(p.liveness_deadline(self.created, self.config.path_timeout));
@@ -598,6 +679,7 @@ impl Session {
         let mut s = self.stats.clone();
         s.paths = self.paths.iter().map(|p| p.stats(self.last_now)).collect();
         s.reorder = self.reseq.stats();
+        s.flows = self.scheduling.flows.stats();
         s
     }
 
@@ -640,5 +722,7 @@ impl RecoveredSink for Accept<'_> {
     }
 }
 
+#[cfg(test)]
+mod sched_tests;
 #[cfg(test)]
 mod tests;

@@ -66,4 +66,5 @@ pub struct SessionStats {
     /// Events not pulled before the event queue filled.
     pub events_dropped: u64,
     pub reorder: ReorderStats,
+    pub flows: crate::flow::FlowStats,
 }

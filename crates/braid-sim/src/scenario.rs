@@ -8,7 +8,8 @@
 use std::path::{Path as FsPath, PathBuf};
 use std::time::Duration;
 
-use braid_core::{Config, LossRecoveryKind, SchedulerKind};
+use braid_core::class::ClassConfig;
+use braid_core::{Config, HoleTimeoutMode, LossRecoveryKind, SchedulerKind};
 use serde::{Deserialize, Serialize};
 
 use crate::host::WorkloadConfig;
@@ -82,8 +83,15 @@ pub struct EngineSection {
     /// Loss-recovery method.
     #[serde(default)]
     pub loss_recovery: LossRecoveryKind,
-    /// Resequencing buffer's hole timeout, ms (PluriBus §5: 50).
+    /// Resequencing buffer's hole timeout, ms (PluriBus §5: 50); with the adaptive mode,
+    /// the value used until reordering has been measured.
     pub hole_timeout_ms: Option<f64>,
+    /// `adaptive` (default) or `fixed`.
+    #[serde(default)]
+    pub hole_timeout_mode: HoleTimeoutMode,
+    /// Traffic classes (`[[engine.class]]`), each with its own scheduler.
+    #[serde(rename = "class", default)]
+    pub classes: Vec<ClassConfig>,
     /// Receiver's report interval, ms.
     pub report_interval_ms: Option<f64>,
     /// Heartbeat interval on idle paths, ms.
@@ -245,6 +253,8 @@ impl Scenario {
         let mut c = Config {
             scheduler: self.engine.scheduler,
             loss_recovery: self.engine.loss_recovery,
+            hole_timeout_mode: self.engine.hole_timeout_mode,
+            classes: self.engine.classes.clone(),
             seed: self.seed,
             max_packet_size: self.mtu,
             ..Config::default()

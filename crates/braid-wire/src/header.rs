@@ -9,6 +9,23 @@ pub const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 16;
 /// Flag bit: a 4-byte ack (highest data sequence number received) follows the header.
 pub const FLAG_ACK: u8 = 0x01;
+/// Flag bit: a 9-byte path ack ([`PathAck`]) follows the header (after the ack).
+pub const FLAG_PATH_ACK: u8 = 0x02;
+/// Flag bit: deliver this data packet on arrival, without resequencing. The sender keeps
+/// its flow on one path, so the path's own order is the flow's order.
+pub const FLAG_UNORDERED: u8 = 0x04;
+
+/// What the sender of a datagram has received on one of its paths, piggybacked on any
+/// datagram so that the peer's per-path in-flight estimates stay fresh between reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PathAck {
+    /// The path described (not necessarily the one the datagram travels on).
+    pub path: u8,
+    /// Highest path sequence number received on it.
+    pub highest_seq: u32,
+    /// Datagrams received on it (wrapping counter).
+    pub received: u32,
+}
 
 /// The message type byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -51,12 +68,18 @@ pub struct Header {
     pub timestamp: u32,
     /// Highest data-level sequence number the sender has received from its peer.
     pub ack: Option<u32>,
+    /// Per-path receive state of one path, piggybacked.
+    pub path_ack: Option<PathAck>,
+    /// Deliver on arrival (data only): see [`FLAG_UNORDERED`].
+    pub unordered: bool,
 }
 
 impl Header {
     /// Bytes this header takes on the wire.
     pub fn buffer_len(&self) -> usize {
-        HEADER_LEN + if self.ack.is_some() { 4 } else { 0 }
+        HEADER_LEN
+            + if self.ack.is_some() { 4 } else { 0 }
+            + if self.path_ack.is_some() { 9 } else { 0 }
     }
 
     /// Reads only the session id, as a load balancer would: no other validation.
@@ -81,6 +104,15 @@ impl Header {
         } else {
             None
         };
+        let path_ack = if flags & FLAG_PATH_ACK != 0 {
+            Some(PathAck {
+                path: r.u8()?,
+                highest_seq: r.u32()?,
+                received: r.u32()?,
+            })
+        } else {
+            None
+        };
         Ok((
             Header {
                 session_id,
@@ -88,6 +120,8 @@ impl Header {
                 path_seq,
                 timestamp,
                 ack,
+                path_ack,
+                unordered: flags & FLAG_UNORDERED != 0,
             },
             kind,
         ))
@@ -97,12 +131,24 @@ impl Header {
         w.u8(VERSION)?;
         w.u8(kind as u8)?;
         w.u8(self.path)?;
-        w.u8(if self.ack.is_some() { FLAG_ACK } else { 0 })?;
+        let flags = if self.ack.is_some() { FLAG_ACK } else { 0 }
+            | if self.path_ack.is_some() {
+                FLAG_PATH_ACK
+            } else {
+                0
+            }
+            | if self.unordered { FLAG_UNORDERED } else { 0 };
+        w.u8(flags)?;
         w.u32(self.session_id)?;
         w.u32(self.path_seq)?;
         w.u32(self.timestamp)?;
         if let Some(ack) = self.ack {
             w.u32(ack)?;
+        }
+        if let Some(pa) = self.path_ack {
+            w.u8(pa.path)?;
+            w.u32(pa.highest_seq)?;
+            w.u32(pa.received)?;
         }
         Ok(())
     }

@@ -14,7 +14,9 @@ mod cursor;
 pub mod header;
 pub mod message;
 
-pub use header::{Header, MessageType, FLAG_ACK, HEADER_LEN, VERSION};
+pub use header::{
+    Header, MessageType, PathAck, FLAG_ACK, FLAG_PATH_ACK, FLAG_UNORDERED, HEADER_LEN, VERSION,
+};
 pub use message::{
     Coded, ConfigMsg, Datagram, Hello, Message, PathEntries, PathEntry, CODED_FIXED_LEN,
     DATA_FIXED_LEN, MAX_BITMAP_LEN, PATH_ENTRY_LEN,

@@ -14,6 +14,8 @@ fn header(ack: Option<u32>) -> Header {
         path_seq: 77,
         timestamp: 123_456,
         ack,
+        path_ack: None,
+        unordered: false,
     }
 }
 
@@ -108,6 +110,18 @@ fn every_message_round_trips() {
             header: header(Some(42)),
             message: m,
         });
+        round_trip(Datagram {
+            header: Header {
+                path_ack: Some(PathAck {
+                    path: 1,
+                    highest_seq: 99,
+                    received: 90,
+                }),
+                unordered: true,
+                ..header(Some(42))
+            },
+            message: m,
+        });
     }
 }
 
@@ -187,13 +201,20 @@ fn arb_header() -> impl Strategy<Value = Header> {
         any::<u32>(),
         any::<u32>(),
         any::<Option<u32>>(),
+        any::<Option<(u8, u32, u32)>>(),
     )
-        .prop_map(|(session_id, path, path_seq, timestamp, ack)| Header {
+        .prop_map(|(session_id, path, path_seq, timestamp, ack, pa)| Header {
             session_id,
             path,
             path_seq,
             timestamp,
             ack,
+            path_ack: pa.map(|(path, highest_seq, received)| PathAck {
+                path,
+                highest_seq,
+                received,
+            }),
+            unordered: session_id % 2 == 0,
         })
 }
 

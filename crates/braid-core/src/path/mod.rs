@@ -267,6 +267,43 @@ impl Path {
         (came_up, cap)
     }
 
+    /// Applies the peer's feedback on this path (from a report entry or a piggybacked path
+    /// ack): the highest path sequence number it received and its count of datagrams
+    /// received. Returns the datagrams newly acknowledged and newly inferred lost (the
+    /// sequence numbers the highest one moved past, less those that arrived). Stale
+    /// feedback (an older highest) changes nothing.
+    pub(crate) fn on_path_ack(&mut self, highest: u32, received: u32) -> (u32, u32) {
+        match self.tx.peer_highest_seq {
+            Some(h) if (highest.wrapping_sub(h) as i32) <= 0 => (0, 0),
+            prev => {
+                // Before any feedback, everything from the first sequence number counts.
+                let advanced = match prev {
+                    Some(h) => highest.wrapping_sub(h),
+                    None => highest.wrapping_add(1),
+                };
+                let arrived = received.wrapping_sub(self.tx.peer_received);
+                let arrived = if arrived > advanced.saturating_mul(2) {
+                    // The counter is from before our first feedback: trust the sequence.
+                    advanced
+                } else {
+                    arrived
+                };
+                self.tx.peer_highest_seq = Some(highest);
+                self.tx.peer_received = received;
+                (arrived.min(advanced), advanced.saturating_sub(arrived))
+            }
+        }
+    }
+
+    /// The path ack this end would piggyback for this path, if it received anything.
+    pub(crate) fn path_ack(&self) -> Option<braid_wire::PathAck> {
+        Some(braid_wire::PathAck {
+            path: self.id,
+            highest_seq: self.rx.highest_seq?,
+            received: self.rx.received,
+        })
+    }
+
     /// Declares the rx side down if nothing arrived for `timeout`. Returns true when it
     /// went down now.
     pub(crate) fn check_liveness(
@@ -337,16 +374,6 @@ impl Path {
         if let Some(d) = e.delay_us {
             self.tx.delay_skew = Some(i64::from(d.wrapping_sub(delay_base) as i32));
         }
-        if e.received != 0 {
-            let newer = self
-                .tx
-                .peer_highest_seq
-                .is_none_or(|h| e.highest_seq.wrapping_sub(h) as i32 >= 0);
-            if newer {
-                self.tx.peer_highest_seq = Some(e.highest_seq);
-                self.tx.peer_received = e.received;
-            }
-        }
         if same_path && e.echo_hold_us != u32::MAX {
             self.tx.rtt.on_echo(now, e.echo_timestamp, e.echo_hold_us);
         }
@@ -393,5 +420,31 @@ impl Path {
 
     pub(crate) fn rx_capacity_for_test(&mut self, bps: u64) {
         self.rx.capacity = CapacityEstimator::new(bps, Duration::from_millis(500));
+    }
+}
+
+#[cfg(test)]
+impl Path {
+    /// Sets the tx side's estimates as a scheduler test needs them.
+    pub(crate) fn set_for_test(
+        &mut self,
+        delay_us: Option<i64>,
+        rtt: Option<Duration>,
+        in_flight: u32,
+    ) {
+        self.tx.delay_skew = delay_us;
+        if let Some(r) = rtt {
+            self.tx.rtt.sample(Instant::ZERO, r);
+        }
+        self.tx.next_seq = 1000 + in_flight;
+        self.tx.peer_highest_seq = Some(999);
+    }
+
+    pub(crate) fn set_usable_for_test(&mut self, usable: bool) {
+        self.rx.live = usable;
+    }
+
+    pub(crate) fn send_for_test(&mut self, now: Instant, wire_bytes: usize) {
+        self.on_send(now, wire_bytes, SentKind::Data);
     }
 }

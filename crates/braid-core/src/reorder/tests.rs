@@ -194,3 +194,37 @@ fn a_far_jump_costs_the_window_not_the_distance() {
     assert_eq!(insert(&mut r, ms(60), far), Insert::Duplicate);
     assert_eq!(insert(&mut r, ms(60), 2), Insert::TooOld);
 }
+
+#[test]
+fn unordered_packets_leave_at_once_and_are_no_holes() {
+    let mut r = Resequencer::new(Duration::from_millis(50), 64);
+    insert(&mut r, ms(0), 0);
+    // 2 and 3 belong to flows pinned to a fast path: delivered on arrival.
+    assert_eq!(
+        r.insert_unordered(ms(1), 2, &2u32.to_be_bytes()),
+        Insert::Ready
+    );
+    assert_eq!(
+        r.insert_unordered(ms(1), 3, &3u32.to_be_bytes()),
+        Insert::Ready
+    );
+    // 4 is ordered: it waits for 1 only.
+    assert_eq!(insert(&mut r, ms(2), 4), Insert::Buffered);
+    assert_eq!(drain(&mut r), vec![0, 2, 3]);
+    assert_eq!(insert(&mut r, ms(3), 1), Insert::Ready);
+    assert_eq!(drain(&mut r), vec![1, 4]);
+    assert_eq!(r.next_expected(), 5);
+    // Copies of 2 and 3, ordered or not, are duplicates.
+    assert_eq!(insert(&mut r, ms(4), 2), Insert::Duplicate);
+    assert_eq!(
+        r.insert_unordered(ms(4), 3, &3u32.to_be_bytes()),
+        Insert::Duplicate
+    );
+    assert_eq!(
+        r.insert_unordered(ms(5), 7, &7u32.to_be_bytes()),
+        Insert::Ready
+    );
+    assert_eq!(insert(&mut r, ms(5), 7), Insert::Duplicate);
+    assert_eq!(r.stats().holes_skipped, 0);
+    assert_eq!(r.poll_timeout(), None);
+}

@@ -1,15 +1,40 @@
 //! Path schedulers: which path carries each data packet.
 //!
 //! Every scheduler implements [`Scheduler`]; the session calls it once per data packet with
-//! the current per-path state. Implementations:
-//! - [`RoundRobin`]: each packet on the next usable path in turn.
+//! the current per-path state and what the flow table knows of the packet's flow.
 //!
-//! Schedulers only choose; the session sends, and updates the path estimators.
+//! | name | module | policy |
+//! |---|---|---|
+//! | `round-robin` | [`round_robin`] | each packet on the next usable path |
+//! | `weighted-round-robin` | [`weighted`] | smooth WRR, weights from capacity estimates |
+//! | `min-conn-path` | [`flow_level`] | a new flow on the path with fewest active flows (PluriBus §6.1) |
+//! | `hash-flow` | [`flow_level`] | a flow on the path its 5-tuple hashes to |
+//! | `delay-based` | [`delay`] | each packet on the path that delivers it first (PluriBus §3.2, §4.3) |
+//! | `lazy` | [`window`] | fill the current path's window, then move on (oSCTP §IV-D) |
+//! | `smallest-rtt` | [`window`] | the smallest-RTT path with an open window (oSCTP §IV-D) |
+//! | `adas` | [`adas`] | least in-flight utilization, ties by expected arrival (PRISM §4) |
+//! | `redundant` | [`redundant`] | every packet on every usable path |
+//!
+//! Schedulers only choose; the session sends and updates the path estimators, and tells
+//! the scheduler about sends and per-path feedback.
 
-mod round_robin;
+pub mod adas;
+pub mod delay;
+pub mod flow_level;
+pub mod redundant;
+pub mod round_robin;
+pub mod weighted;
+pub mod window;
 
+pub use adas::Adas;
+pub use delay::DelayBased;
+pub use flow_level::{HashFlow, MinConnPath};
+pub use redundant::Redundant;
 pub use round_robin::RoundRobin;
+pub use weighted::WeightedRoundRobin;
+pub use window::{Lazy, SmallestRtt};
 
+use crate::flow::FlowMeta;
 use crate::path::Path;
 use crate::{Instant, PathId};
 
@@ -20,15 +45,43 @@ pub struct PacketMeta<'a> {
     pub seq: u32,
     /// Bytes the datagram carrying it will take on the wire (encapsulation included).
     pub wire_bytes: usize,
-    /// The inner packet (an IP packet in the tunnel), for flow-aware policies.
+    /// The inner packet (an IP packet in the tunnel).
     pub packet: &'a [u8],
+    /// Its flow, when the flow table tracks it.
+    pub flow: Option<FlowMeta>,
+    /// For a new flow: active flows pinned to each path, indexed like `paths`. Empty
+    /// otherwise.
+    pub active_flows: &'a [u32],
+}
+
+/// A scheduler's decision for one packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice {
+    /// Send it on this path.
+    Path(PathId),
+    /// Send a copy on every usable path.
+    Redundant,
+    /// Keep it queued; offer it again on the next `poll_transmit` (window-limited
+    /// schedulers wait for feedback).
+    Hold,
 }
 
 /// A path scheduler.
 pub trait Scheduler: Send {
-    /// Chooses the path for `packet`, or `None` to hold it back (it is then offered again
-    /// on the next `poll_transmit`). `paths` is never empty.
-    fn select(&mut self, now: Instant, packet: &PacketMeta<'_>, paths: &[Path]) -> Option<PathId>;
+    /// Chooses for `packet`. `paths` is never empty.
+    fn select(&mut self, now: Instant, packet: &PacketMeta<'_>, paths: &[Path]) -> Choice;
+
+    /// The packet was sent on `path` (after a [`Choice::Path`]).
+    fn on_sent(&mut self, _now: Instant, _path: PathId, _packet: &PacketMeta<'_>) {}
+
+    /// The peer's feedback on `path`: `acked` more datagrams received, `lost` more inferred
+    /// lost (gaps in the path's sequence numbers).
+    fn on_feedback(&mut self, _now: Instant, _path: PathId, _acked: u32, _lost: u32) {}
+
+    /// Whether a [`Choice::Path`] pins the packet's flow to that path (flow-level policies).
+    fn pins_flows(&self) -> bool {
+        false
+    }
 
     /// Short name for reports.
     fn name(&self) -> &'static str;
@@ -36,7 +89,29 @@ pub trait Scheduler: Send {
 
 /// Builds the scheduler a config names.
 pub fn build(kind: crate::SchedulerKind) -> Box<dyn Scheduler> {
+    use crate::SchedulerKind as K;
     match kind {
-        crate::SchedulerKind::RoundRobin => Box::new(RoundRobin::default()),
+        K::RoundRobin => Box::new(RoundRobin::default()),
+        K::WeightedRoundRobin => Box::new(WeightedRoundRobin::default()),
+        K::MinConnPath => Box::new(MinConnPath),
+        K::HashFlow => Box::new(HashFlow),
+        K::DelayBased => Box::new(DelayBased),
+        K::Lazy => Box::new(Lazy::default()),
+        K::SmallestRtt => Box::new(SmallestRtt),
+        K::Adas => Box::new(Adas::default()),
+        K::Redundant => Box::new(Redundant),
     }
 }
+
+/// Positions of the usable paths, or of all paths when none is usable (so that traffic
+/// keeps probing).
+pub(crate) fn candidates(paths: &[Path]) -> impl Iterator<Item = (usize, &Path)> {
+    let any_usable = paths.iter().any(Path::is_usable);
+    paths
+        .iter()
+        .enumerate()
+        .filter(move |(_, p)| !any_usable || p.is_usable())
+}
+
+#[cfg(test)]
+pub(crate) mod testing;

@@ -1,9 +1,9 @@
 //! Round-robin striping: each packet on the next usable path in turn, the baseline that
 //! PluriBus §2.2.2 and oSCTP §IV-D measure against. It ignores capacities and delays.
 
-use super::{PacketMeta, Scheduler};
+use super::{Choice, PacketMeta, Scheduler};
 use crate::path::Path;
-use crate::{Instant, PathId};
+use crate::Instant;
 
 /// Each packet on the next usable path in turn; when no path is usable, on the next path
 /// regardless, so that traffic keeps probing.
@@ -13,12 +13,7 @@ pub struct RoundRobin {
 }
 
 impl Scheduler for RoundRobin {
-    fn select(
-        &mut self,
-        _now: Instant,
-        _packet: &PacketMeta<'_>,
-        paths: &[Path],
-    ) -> Option<PathId> {
+    fn select(&mut self, _now: Instant, _packet: &PacketMeta<'_>, paths: &[Path]) -> Choice {
         let n = paths.len();
         let start = self.next % n.max(1);
         let pick = (0..n)
@@ -26,7 +21,7 @@ impl Scheduler for RoundRobin {
             .find(|&i| paths[i].is_usable())
             .unwrap_or(start);
         self.next = pick + 1;
-        paths.get(pick).map(Path::id)
+        Choice::Path(paths[pick].id())
     }
 
     fn name(&self) -> &'static str {
@@ -36,69 +31,38 @@ impl Scheduler for RoundRobin {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
-    use crate::PathConfig;
+    use crate::sched::testing::{meta, paths, PathSpec, T0};
 
-    fn paths(n: u8) -> Vec<Path> {
-        (0..n)
-            .map(|id| {
-                Path::new(
-                    &PathConfig {
-                        id,
-                        tx_capacity_bps: 1_000_000,
-                        rx_capacity_bps: 1_000_000,
-                    },
-                    Duration::from_millis(500),
-                )
-            })
-            .collect()
-    }
-
-    fn meta() -> PacketMeta<'static> {
-        PacketMeta {
-            seq: 0,
-            wire_bytes: 100,
-            packet: &[],
-        }
+    fn picks(s: &mut dyn Scheduler, ps: &[Path], n: usize) -> Vec<Choice> {
+        (0..n).map(|i| s.select(T0, &meta(i as u32), ps)).collect()
     }
 
     #[test]
     fn cycles_over_usable_paths() {
         let mut rr = RoundRobin::default();
-        let mut ps = paths(3);
-        let picks: Vec<_> = (0..6)
-            .map(|_| rr.select(Instant::ZERO, &meta(), &ps).unwrap())
-            .collect();
-        assert_eq!(picks, vec![0, 1, 2, 0, 1, 2]);
-        // Path 1 goes down: skipped.
-        ps[1].check_liveness(
-            Instant::from_millis(2000),
-            Instant::ZERO,
-            Duration::from_secs(1),
+        let mut ps = paths(&[
+            PathSpec::new(0, 1_000_000),
+            PathSpec::new(1, 1_000_000),
+            PathSpec::new(2, 1_000_000),
+        ]);
+        let p = |i| Choice::Path(i);
+        assert_eq!(
+            picks(&mut rr, &ps, 6),
+            vec![p(0), p(1), p(2), p(0), p(1), p(2)]
         );
-        assert!(!ps[1].is_usable());
-        let picks: Vec<_> = (0..4)
-            .map(|_| rr.select(Instant::ZERO, &meta(), &ps).unwrap())
-            .collect();
-        assert_eq!(picks, vec![0, 2, 0, 2]);
+        ps[1].set_usable_for_test(false);
+        assert_eq!(picks(&mut rr, &ps, 4), vec![p(0), p(2), p(0), p(2)]);
     }
 
     #[test]
     fn keeps_probing_when_nothing_is_usable() {
         let mut rr = RoundRobin::default();
-        let mut ps = paths(2);
+        let mut ps = paths(&[PathSpec::new(0, 1), PathSpec::new(1, 1)]);
         for p in &mut ps {
-            p.check_liveness(
-                Instant::from_millis(2000),
-                Instant::ZERO,
-                Duration::from_secs(1),
-            );
+            p.set_usable_for_test(false);
         }
-        let picks: Vec<_> = (0..4)
-            .map(|_| rr.select(Instant::ZERO, &meta(), &ps).unwrap())
-            .collect();
-        assert_eq!(picks, vec![0, 1, 0, 1]);
+        let p = |i| Choice::Path(i);
+        assert_eq!(picks(&mut rr, &ps, 4), vec![p(0), p(1), p(0), p(1)]);
     }
 }

@@ -4,18 +4,19 @@
 use std::time::Duration;
 
 use super::*;
+use crate::SchedulerKind;
 
 /// One direction of one path: fixed delay, optional rate, optional blackhole.
 #[derive(Clone, Copy)]
-struct Pipe {
+pub(super) struct Pipe {
     delay: Duration,
     rate_bps: Option<u64>,
-    down: bool,
+    pub(super) down: bool,
     free_at: Instant,
 }
 
 impl Pipe {
-    fn new(delay_ms: u64, rate_bps: Option<u64>) -> Pipe {
+    pub(super) fn new(delay_ms: u64, rate_bps: Option<u64>) -> Pipe {
         Pipe {
             delay: Duration::from_millis(delay_ms),
             rate_bps,
@@ -38,23 +39,23 @@ impl Pipe {
     }
 }
 
-struct Net {
-    now: Instant,
-    gw: Session,
-    srv: Session,
+pub(super) struct Net {
+    pub(super) now: Instant,
+    pub(super) gw: Session,
+    pub(super) srv: Session,
     /// `up[i]`: gateway → server on path i; `down[i]`: server → gateway.
-    up: Vec<Pipe>,
-    down: Vec<Pipe>,
+    pub(super) up: Vec<Pipe>,
+    pub(super) down: Vec<Pipe>,
     /// (arrival, to_server, path, bytes), kept sorted by arrival then insertion.
     flight: Vec<(Instant, u64, bool, PathId, Vec<u8>)>,
     order: u64,
-    at_server: Vec<Vec<u8>>,
-    at_gateway: Vec<Vec<u8>>,
-    gw_events: Vec<Event>,
-    srv_events: Vec<Event>,
+    pub(super) at_server: Vec<Vec<u8>>,
+    pub(super) at_gateway: Vec<Vec<u8>>,
+    pub(super) gw_events: Vec<Event>,
+    pub(super) srv_events: Vec<Event>,
 }
 
-fn config() -> Config {
+pub(super) fn config() -> Config {
     Config {
         session_id: 7,
         ..Config::default()
@@ -62,7 +63,7 @@ fn config() -> Config {
 }
 
 impl Net {
-    fn new(config: Config, up: Vec<Pipe>, down: Vec<Pipe>) -> Net {
+    pub(super) fn new(config: Config, up: Vec<Pipe>, down: Vec<Pipe>) -> Net {
         let paths: Vec<PathConfig> = (0..up.len())
             .map(|i| PathConfig {
                 id: i as PathId,
@@ -127,7 +128,7 @@ impl Net {
     }
 
     /// Runs until `until`, delivering datagrams and firing timers in time order.
-    fn run_until(&mut self, until: Instant) {
+    pub(super) fn run_until(&mut self, until: Instant) {
         loop {
             self.settle();
             let mut next = until;
@@ -159,18 +160,18 @@ impl Net {
         }
     }
 
-    fn at(&self, ms: u64) -> Instant {
+    pub(super) fn at(&self, ms: u64) -> Instant {
         Instant::from_millis(ms)
     }
 }
 
-fn packet(i: u32, len: usize) -> Vec<u8> {
+pub(super) fn packet(i: u32, len: usize) -> Vec<u8> {
     let mut p = vec![0u8; len.max(4)];
     p[..4].copy_from_slice(&i.to_be_bytes());
     p
 }
 
-fn ids(ps: &[Vec<u8>]) -> Vec<u32> {
+pub(super) fn ids(ps: &[Vec<u8>]) -> Vec<u32> {
     ps.iter()
         .map(|p| u32::from_be_bytes([p[0], p[1], p[2], p[3]]))
         .collect()
@@ -179,7 +180,11 @@ fn ids(ps: &[Vec<u8>]) -> Vec<u32> {
 #[test]
 fn handshake_and_in_order_delivery_over_unequal_paths() {
     let mut net = Net::new(
-        config(),
+        Config {
+            scheduler: SchedulerKind::RoundRobin,
+            hole_timeout_mode: crate::HoleTimeoutMode::Fixed,
+            ..config()
+        },
         vec![Pipe::new(20, None), Pipe::new(60, None)],
         vec![Pipe::new(20, None), Pipe::new(60, None)],
     );
@@ -332,6 +337,8 @@ fn hostile_input_is_counted_not_fatal() {
                 path_seq: 0,
                 timestamp: 0,
                 ack: None,
+                path_ack: None,
+                unordered: false,
             },
             message: Message::Heartbeat,
         }

@@ -88,8 +88,10 @@ rate_mbps = 12
     let u = r.workloads[0].udp.as_ref().unwrap();
     assert!(u.loss_rate < 0.001, "{}", u.loss_rate);
     assert!((u.goodput_mbps - 12.0).abs() < 0.2, "{}", u.goodput_mbps);
+    // 12 Mbit/s cannot fit on one 10 Mbit/s path: the delay-based scheduler fills the
+    // faster one and spills the rest onto the other.
     for p in &r.paths {
-        assert!(p.down.bytes_delivered > 6_000_000, "{}", p.name);
+        assert!(p.down.bytes_delivered > 2_000_000, "{}", p.name);
     }
     let srv = r.server.unwrap();
     assert_eq!(srv.sent_packets, u.packets_sent);

@@ -1,0 +1,208 @@
+//! PRISM's aggregation figures (§8.2): `prism-fig7` (1 to 5 links of random bandwidth:
+//! aggregate against the sum of what TCP gets on each link alone) and `prism-fig8` (three
+//! links of increasingly disparate bandwidth).
+//!
+//! PRISM's simulation used WWAN links of 0.4-2.4 Mbit/s; we draw each link's rate from that
+//! range and its one-way delay from 40-120 ms with the benchmark's seed, so every system
+//! sees the same links.
+
+use serde_json::json;
+
+use crate::common::{bulk_mbps, f, run_all, scenario, symmetric_path};
+use crate::{Bench, BenchError, BenchReport, Headline, Options, Table};
+
+pub struct PrismFig7;
+pub struct PrismFig8;
+
+const FIG7_SYSTEMS: [&str; 3] = ["weighted-round-robin", "adas", "delay-based"];
+const FIG8_SYSTEMS: [&str; 5] = [
+    "round-robin",
+    "weighted-round-robin",
+    "smallest-rtt",
+    "delay-based",
+    "adas",
+];
+
+/// The five links of fig 7: (kbit/s, one-way ms).
+fn fig7_links(seed: u64) -> Vec<(f64, f64)> {
+    let mut rng = braid_sim::Rng::child(seed, "prism-fig7-links");
+    (0..5)
+        .map(|_| {
+            let rate = (400.0 + 2000.0 * rng.f64()).round();
+            let delay = (40.0 + 80.0 * rng.f64()).round();
+            (rate, delay)
+        })
+        .collect()
+}
+
+fn paths(links: &[(f64, f64)]) -> String {
+    links
+        .iter()
+        .enumerate()
+        .map(|(i, &(r, d))| symmetric_path(&format!("l{i}"), r, d, ""))
+        .collect()
+}
+
+const BULK: &str = "[[workload]]\nkind = \"bulk\"\n";
+
+impl Bench for PrismFig7 {
+    fn name(&self) -> &'static str {
+        "prism-fig7"
+    }
+
+    fn summary(&self) -> &'static str {
+        "bulk TCP over 1-5 links of 0.4-2.4 Mbit/s: WRR, ADAS, delay-based vs the sum of single-link TCP"
+    }
+
+    fn run(&self, opts: &mut Options<'_>) -> Result<BenchReport, BenchError> {
+        let duration = if opts.quick { 30.0 } else { 120.0 };
+        let links = fig7_links(opts.seed);
+        let mut scenarios = Vec::new();
+        // Each link alone, direct.
+        for (i, _) in links.iter().enumerate() {
+            scenarios.push(scenario(
+                &format!("prism7-single-{i}"),
+                duration,
+                opts.seed,
+                "direct = \"l0\"",
+                &paths(&links[i..=i]),
+                BULK,
+            )?);
+        }
+        for n in 1..=links.len() {
+            for s in FIG7_SYSTEMS {
+                scenarios.push(scenario(
+                    &format!("prism7-{n}-{s}"),
+                    duration,
+                    opts.seed,
+                    &format!("scheduler = \"{s}\""),
+                    &paths(&links[..n]),
+                    BULK,
+                )?);
+            }
+        }
+        let reports = run_all(opts, "prism-fig7", scenarios)?;
+        let single: Vec<f64> = reports[..links.len()].iter().map(bulk_mbps).collect();
+        let mut table = Table::new([
+            "links",
+            "sum of single-link TCP Mbit/s",
+            "WRR",
+            "ADAS",
+            "delay-based",
+        ]);
+        let mut rows = Vec::new();
+        let mut at5 = 0.0;
+        for n in 1..=links.len() {
+            let sum: f64 = single[..n].iter().sum();
+            let mut cells = vec![n.to_string(), f(sum, 3)];
+            let mut fr = serde_json::Map::new();
+            for (j, s) in FIG7_SYSTEMS.iter().enumerate() {
+                let r = &reports[links.len() + (n - 1) * FIG7_SYSTEMS.len() + j];
+                let v = bulk_mbps(r) / sum;
+                cells.push(f(v, 3));
+                fr.insert(s.to_string(), json!(v));
+                if n == links.len() && *s != "weighted-round-robin" {
+                    at5 = f64::max(at5, v);
+                }
+            }
+            table.row(cells);
+            rows.push(json!({ "links": n, "sum_single_mbps": sum, "fraction_of_sum": fr }));
+        }
+        Ok(BenchReport {
+            bench: self.name().to_owned(),
+            seed: opts.seed,
+            quick: opts.quick,
+            systems: json!({
+                "links": links.iter().map(|(r, d)| json!({"kbps": r, "delay_ms": d})).collect::<Vec<_>>(),
+                "single_link_mbps": single,
+                "points": rows,
+            }),
+            headline: Headline::new(
+                "best of ADAS and delay-based at 5 links, as a fraction of the sum of single-link TCP",
+                at5,
+                Some(1.0),
+                0.97,
+                true,
+            ),
+            notes: vec![format!("{duration} s of one bulk TCP download per run")],
+            table,
+        })
+    }
+}
+
+impl Bench for PrismFig8 {
+    fn name(&self) -> &'static str {
+        "prism-fig8"
+    }
+
+    fn summary(&self) -> &'static str {
+        "bulk TCP over three links of 1.4 Mbit/s ± d% (d up to 70%): schedulers vs the summed capacity"
+    }
+
+    fn run(&self, opts: &mut Options<'_>) -> Result<BenchReport, BenchError> {
+        let duration = if opts.quick { 30.0 } else { 120.0 };
+        let ds: &[f64] = if opts.quick {
+            &[0.0, 0.3, 0.7]
+        } else {
+            &[0.0, 0.1, 0.3, 0.5, 0.7]
+        };
+        let mut scenarios = Vec::new();
+        for &d in ds {
+            let links = [
+                (1400.0 * (1.0 - d), 60.0),
+                (1400.0, 60.0),
+                (1400.0 * (1.0 + d), 60.0),
+            ];
+            for s in FIG8_SYSTEMS {
+                scenarios.push(scenario(
+                    &format!("prism8-{d}-{s}"),
+                    duration,
+                    opts.seed,
+                    &format!("scheduler = \"{s}\""),
+                    &paths(&links),
+                    BULK,
+                )?);
+            }
+        }
+        let mtu = scenarios.first().map_or(1400, |s| s.mtu);
+        let reports = run_all(opts, "prism-fig8", scenarios)?;
+        let ideal = crate::common::braid_tcp_ideal_mbps(4200.0, mtu);
+        let mut columns = vec!["disparity".to_owned()];
+        columns.extend(FIG8_SYSTEMS.iter().map(|s| s.to_string()));
+        let mut table = Table::new(columns);
+        let mut rows = Vec::new();
+        let mut headline = f64::NAN;
+        for (k, d) in ds.iter().enumerate() {
+            let mut cells = vec![format!("{:.0}%", d * 100.0)];
+            let mut fr = serde_json::Map::new();
+            for (j, s) in FIG8_SYSTEMS.iter().enumerate() {
+                let v = bulk_mbps(&reports[k * FIG8_SYSTEMS.len() + j]) / ideal;
+                cells.push(f(v, 3));
+                fr.insert(s.to_string(), json!(v));
+                if *s == "adas" && (*d - 0.7).abs() < 1e-9 {
+                    headline = v;
+                }
+            }
+            table.row(cells);
+            rows.push(json!({ "disparity": d, "fraction_of_ideal": fr }));
+        }
+        Ok(BenchReport {
+            bench: self.name().to_owned(),
+            seed: opts.seed,
+            quick: opts.quick,
+            systems: json!({ "ideal_mbps": ideal, "points": rows }),
+            headline: Headline::new(
+                "ADAS at 70% bandwidth disparity, as a fraction of the ideal aggregate",
+                headline,
+                None,
+                0.95,
+                true,
+            ),
+            notes: vec![format!(
+                "{duration} s of one bulk TCP download per run; links 60 ms one way; ideal = \
+                 4.2 Mbit/s less headers"
+            )],
+            table,
+        })
+    }
+}

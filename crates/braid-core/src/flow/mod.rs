@@ -1,0 +1,252 @@
+//! Inner flows: which 5-tuple a packet belongs to, and a bounded table of the flows this
+//! end sends, for flow-level policies (MinConnPath, PluriBus §6.1; hash-by-flow), traffic
+//! classes and the detection of inner TCP retransmissions (PRISM §4.2 Rule 1).
+//!
+//! - [`parse`]: reading the 5-tuple, DSCP and TCP header of an inner packet.
+//!
+//! The table is bounded (`max_flows`); entries idle for `idle_timeout` are swept, and when
+//! the table is still full a new flow is not tracked (it is scheduled as a packet without a
+//! flow, and counted). A flow counts as *active* from its first packet until a FIN or RST, or
+//! until it has been idle for [`ACTIVE_IDLE`]: the "active connections" MinConnPath balances.
+//! Each entry also remembers the path its reverse direction last arrived on, so that a
+//! connection-level policy can answer on the path the connection came in on.
+
+pub mod parse;
+
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::time::Duration;
+
+use crate::{Instant, PathId};
+
+pub use parse::{FlowKey, PacketInfo, TcpInfo};
+
+/// A flow idle this long no longer counts as active.
+pub const ACTIVE_IDLE: Duration = Duration::from_secs(5);
+
+/// SipHash with fixed keys: deterministic across runs (the simulator's reports must not
+/// depend on a random hash seed). Nothing here depends on iteration order anyway.
+type Hasher = BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+
+fn key_hash(key: &FlowKey) -> u64 {
+    use std::hash::BuildHasher;
+    Hasher::default().hash_one(key)
+}
+
+/// One tracked flow.
+#[derive(Clone, Debug)]
+pub struct FlowEntry {
+    /// Sequential id, unique for the table's lifetime.
+    pub id: u64,
+    /// Traffic class index (see [`crate::class`]).
+    pub class: usize,
+    /// The path a flow-level policy pinned the flow to.
+    pub pinned: Option<PathId>,
+    /// The path the reverse direction of this flow last arrived on.
+    pub inbound: Option<PathId>,
+    pub last_seen: Instant,
+    /// A FIN or RST was sent.
+    pub closed: bool,
+    /// For TCP: the highest sequence number sent so far (end of the highest segment).
+    snd_max: Option<u32>,
+}
+
+impl FlowEntry {
+    fn is_active(&self, now: Instant) -> bool {
+        !self.closed && now.saturating_duration_since(self.last_seen) < ACTIVE_IDLE
+    }
+}
+
+/// What the table says about one outgoing packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowMeta {
+    pub id: u64,
+    pub class: usize,
+    /// A stable hash of the 5-tuple (fixed keys), for hash-based placement.
+    pub hash: u64,
+    /// First packet of the flow seen here.
+    pub new: bool,
+    pub pinned: Option<PathId>,
+    pub inbound: Option<PathId>,
+    /// A TCP segment that starts below data already sent: an inner retransmission.
+    pub retransmission: bool,
+}
+
+/// Counters of the flow table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FlowStats {
+    /// Flows tracked now.
+    pub tracked: u64,
+    /// Flows ever tracked.
+    pub created: u64,
+    /// Flows swept after idling.
+    pub expired: u64,
+    /// Packets of new flows not tracked because the table was full.
+    pub table_full: u64,
+    /// Inner TCP retransmissions seen.
+    pub retransmissions: u64,
+}
+
+/// The flows this end sends.
+#[derive(Debug)]
+pub struct FlowTable {
+    map: HashMap<FlowKey, FlowEntry, Hasher>,
+    max_flows: usize,
+    idle_timeout: Duration,
+    next_sweep: Instant,
+    next_id: u64,
+    stats: FlowStats,
+}
+
+impl FlowTable {
+    pub fn new(max_flows: usize, idle_timeout: Duration) -> FlowTable {
+        FlowTable {
+            map: HashMap::default(),
+            max_flows: max_flows.max(1),
+            idle_timeout,
+            next_sweep: Instant::ZERO,
+            next_id: 0,
+            stats: FlowStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> FlowStats {
+        FlowStats {
+            tracked: self.map.len() as u64,
+            ..self.stats
+        }
+    }
+
+    fn sweep(&mut self, now: Instant) {
+        let idle = self.idle_timeout;
+        let before = self.map.len();
+        self.map
+            .retain(|_, e| now.saturating_duration_since(e.last_seen) < idle);
+        self.stats.expired += (before - self.map.len()) as u64;
+        self.next_sweep = now + idle / 4;
+    }
+
+    /// Records an outgoing packet. `classify` gives a new flow its class. `None` when the
+    /// table is full and the flow is new.
+    pub fn observe_outgoing(
+        &mut self,
+        now: Instant,
+        info: &PacketInfo,
+        classify: impl FnOnce(&PacketInfo) -> usize,
+    ) -> Option<FlowMeta> {
+        if now >= self.next_sweep {
+            self.sweep(now);
+        }
+        let new = !self.map.contains_key(&info.key);
+        if new && self.map.len() >= self.max_flows {
+            self.sweep(now);
+            if self.map.len() >= self.max_flows {
+                self.stats.table_full += 1;
+                return None;
+            }
+        }
+        if new {
+            self.stats.created += 1;
+        }
+        let id = self.next_id;
+        let e = self.map.entry(info.key).or_insert_with(|| FlowEntry {
+            id,
+            class: classify(info),
+            pinned: None,
+            inbound: None,
+            last_seen: now,
+            closed: false,
+            snd_max: None,
+        });
+        if new {
+            self.next_id += 1;
+        }
+        e.last_seen = now;
+        let mut retransmission = false;
+        if let Some(t) = info.tcp {
+            if t.fin || t.rst {
+                e.closed = true;
+            } else if t.syn {
+                e.closed = false;
+            }
+            let end = t
+                .seq
+                .wrapping_add(t.payload_len)
+                .wrapping_add(u32::from(t.syn) + u32::from(t.fin));
+            match e.snd_max {
+                Some(max) if t.payload_len > 0 && (t.seq.wrapping_sub(max) as i32) < 0 => {
+                    retransmission = true;
+                    self.stats.retransmissions += 1;
+                }
+                _ => {}
+            }
+            if e.snd_max
+                .is_none_or(|max| (end.wrapping_sub(max) as i32) > 0)
+            {
+                e.snd_max = Some(end);
+            }
+        }
+        Some(FlowMeta {
+            id: e.id,
+            class: e.class,
+            hash: key_hash(&info.key),
+            new,
+            pinned: e.pinned,
+            inbound: e.inbound,
+            retransmission,
+        })
+    }
+
+    /// Pins a flow to a path (a flow-level policy's decision).
+    pub fn pin(&mut self, key: &FlowKey, path: PathId) {
+        if let Some(e) = self.map.get_mut(key) {
+            e.pinned = Some(path);
+        }
+    }
+
+    /// Records that a packet of the flow `key` arrived from the peer on `path`: the reverse
+    /// flow (the one this end sends) learns its inbound path. Only already tracked flows and,
+    /// space permitting, new ones are updated.
+    pub fn observe_incoming(&mut self, now: Instant, key: &FlowKey, path: PathId) {
+        let rev = key.reversed();
+        if let Some(e) = self.map.get_mut(&rev) {
+            e.inbound = Some(path);
+            return;
+        }
+        if self.map.len() < self.max_flows {
+            let id = self.next_id;
+            self.next_id += 1;
+            self.stats.created += 1;
+            self.map.insert(
+                rev,
+                FlowEntry {
+                    id,
+                    class: 0,
+                    pinned: None,
+                    inbound: Some(path),
+                    last_seen: now,
+                    closed: false,
+                    snd_max: None,
+                },
+            );
+        }
+    }
+
+    /// Active flows pinned to each path: `out[i]` for path id `ids[i]`.
+    pub fn active_per_path(&self, now: Instant, ids: &[PathId], out: &mut Vec<u32>) {
+        out.clear();
+        out.resize(ids.len(), 0);
+        for e in self.map.values() {
+            if let Some(p) = e.pinned {
+                if e.is_active(now) {
+                    if let Some(i) = ids.iter().position(|&id| id == p) {
+                        out[i] += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

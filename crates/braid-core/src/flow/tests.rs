@@ -1,0 +1,106 @@
+//! The flow table: activity, pinning, reverse-path learning, retransmission detection and
+//! its bounds.
+
+use super::*;
+
+fn tcp(sport: u16, seq: u32, flags: u8, payload: usize) -> Vec<u8> {
+    let mut p = vec![0u8; 40 + payload];
+    p[0] = 0x45;
+    p[9] = parse::PROTO_TCP;
+    p[12..16].copy_from_slice(&[10, 0, 0, 2]);
+    p[16..20].copy_from_slice(&[10, 1, 0, 2]);
+    p[20..22].copy_from_slice(&sport.to_be_bytes());
+    p[22..24].copy_from_slice(&80u16.to_be_bytes());
+    p[24..28].copy_from_slice(&seq.to_be_bytes());
+    p[32] = 5 << 4;
+    p[33] = flags;
+    p
+}
+
+fn info(p: &[u8]) -> PacketInfo {
+    parse::parse(p).unwrap()
+}
+
+fn at(ms: u64) -> Instant {
+    Instant::from_millis(ms)
+}
+
+#[test]
+fn tracks_activity_and_pins() {
+    let mut t = FlowTable::new(100, Duration::from_secs(60));
+    let a = info(&tcp(1000, 0, 0x02, 0));
+    let m = t.observe_outgoing(at(0), &a, |_| 3).unwrap();
+    assert!(m.new && m.pinned.is_none());
+    assert_eq!(m.class, 3);
+    t.pin(&a.key, 1);
+    let m = t.observe_outgoing(at(10), &a, |_| 0).unwrap();
+    assert!(!m.new);
+    assert_eq!((m.pinned, m.class), (Some(1), 3));
+    let b = info(&tcp(1001, 0, 0x02, 0));
+    t.observe_outgoing(at(10), &b, |_| 0).unwrap();
+    t.pin(&b.key, 0);
+    let mut out = Vec::new();
+    t.active_per_path(at(20), &[0, 1, 2], &mut out);
+    assert_eq!(out, vec![1, 1, 0]);
+    // A FIN ends activity; so does idling.
+    t.observe_outgoing(at(30), &info(&tcp(1000, 1, 0x11, 0)), |_| 0);
+    t.active_per_path(at(40), &[0, 1, 2], &mut out);
+    assert_eq!(out, vec![1, 0, 0]);
+    t.active_per_path(at(10 + 5000), &[0, 1, 2], &mut out);
+    assert_eq!(out, vec![0, 0, 0]);
+}
+
+#[test]
+fn learns_the_inbound_path_of_the_reverse_flow() {
+    let mut t = FlowTable::new(100, Duration::from_secs(60));
+    // A SYN arrives from the peer on path 2; our SYN-ACK belongs to the reverse flow.
+    let syn = info(&tcp(4000, 0, 0x02, 0));
+    t.observe_incoming(at(0), &syn.key, 2);
+    let reply = PacketInfo {
+        key: syn.key.reversed(),
+        ..syn
+    };
+    let m = t.observe_outgoing(at(1), &reply, |_| 0).unwrap();
+    assert_eq!(m.inbound, Some(2));
+    assert!(!m.new);
+}
+
+#[test]
+fn detects_inner_retransmissions() {
+    let mut t = FlowTable::new(100, Duration::from_secs(60));
+    let mut seen = Vec::new();
+    for (seq, len) in [
+        (1u32, 100usize),
+        (101, 100),
+        (201, 100),
+        (101, 100),
+        (301, 0),
+    ] {
+        let m = t
+            .observe_outgoing(at(0), &info(&tcp(5, seq, 0x10, len)), |_| 0)
+            .unwrap();
+        seen.push(m.retransmission);
+    }
+    assert_eq!(seen, vec![false, false, false, true, false]);
+    assert_eq!(t.stats().retransmissions, 1);
+}
+
+#[test]
+fn is_bounded_and_sweeps_idle_flows() {
+    let mut t = FlowTable::new(3, Duration::from_secs(10));
+    for port in 0..3 {
+        assert!(t
+            .observe_outgoing(at(0), &info(&tcp(port, 0, 0x02, 0)), |_| 0)
+            .is_some());
+    }
+    assert!(t
+        .observe_outgoing(at(1), &info(&tcp(9, 0, 0x02, 0)), |_| 0)
+        .is_none());
+    assert_eq!(t.stats().table_full, 1);
+    // After the idle timeout the old flows are swept and new ones fit.
+    assert!(t
+        .observe_outgoing(at(11_000), &info(&tcp(9, 0, 0x02, 0)), |_| 0)
+        .is_some());
+    let s = t.stats();
+    assert_eq!((s.tracked, s.expired), (1, 3));
+}

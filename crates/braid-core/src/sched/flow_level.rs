@@ -1,0 +1,163 @@
+//! Flow-level policies: every packet of a flow on one path, so no flow is ever reordered,
+//! at the price of coarse load balance.
+//!
+//! - [`MinConnPath`] (PluriBus §6.1): a new flow goes to the path with the fewest active
+//!   flows and stays there; a flow whose reverse direction arrived on some path answers on
+//!   that path, so a connection uses one path both ways, as connection-level striping over
+//!   separately addressed uplinks does. PluriBus's "state-of-the-art for vehicular striping"
+//!   baseline.
+//! - [`HashFlow`]: a flow goes to the path its 5-tuple hashes to (ECMP-style).
+//!
+//! A flow whose path stops being usable is moved, once, to another. Packets the flow table
+//! does not track (non-IP, or the table is full) go to the usable path with the fewest
+//! datagrams in flight.
+
+use super::{candidates, Choice, PacketMeta, Scheduler};
+use crate::path::Path;
+use crate::Instant;
+
+fn usable(paths: &[Path], id: crate::PathId) -> bool {
+    paths.iter().any(|p| p.id() == id && p.is_usable())
+}
+
+fn least_in_flight(paths: &[Path]) -> Choice {
+    let pick = candidates(paths)
+        .min_by_key(|(_, p)| (p.unacked_datagrams(), p.id()))
+        .map_or(0, |(i, _)| i);
+    Choice::Path(paths[pick].id())
+}
+
+/// PluriBus's connection-level baseline.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MinConnPath;
+
+impl Scheduler for MinConnPath {
+    fn select(&mut self, now: Instant, packet: &PacketMeta<'_>, paths: &[Path]) -> Choice {
+        let Some(flow) = packet.flow else {
+            return least_in_flight(paths);
+        };
+        if let Some(p) = flow.pinned.filter(|&p| usable(paths, p)) {
+            return Choice::Path(p);
+        }
+        if let Some(p) = flow.inbound.filter(|&p| usable(paths, p)) {
+            return Choice::Path(p);
+        }
+        if packet.active_flows.len() != paths.len() {
+            return least_in_flight(paths);
+        }
+        // Fewest active flows; ties to the path that would deliver soonest.
+        let pick = candidates(paths)
+            .min_by_key(|(i, p)| {
+                (
+                    packet.active_flows[*i],
+                    p.predicted_delivery_us(now, packet.wire_bytes)
+                        .unwrap_or(i64::MAX),
+                    p.id(),
+                )
+            })
+            .map_or(0, |(i, _)| i);
+        Choice::Path(paths[pick].id())
+    }
+
+    fn pins_flows(&self) -> bool {
+        true
+    }
+
+    fn name(&self) -> &'static str {
+        "min-conn-path"
+    }
+}
+
+/// A flow on the path its 5-tuple hashes to among the usable paths.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HashFlow;
+
+impl Scheduler for HashFlow {
+    fn select(&mut self, _now: Instant, packet: &PacketMeta<'_>, paths: &[Path]) -> Choice {
+        let Some(flow) = packet.flow else {
+            return least_in_flight(paths);
+        };
+        if let Some(p) = flow.pinned.filter(|&p| usable(paths, p)) {
+            return Choice::Path(p);
+        }
+        let n = candidates(paths).count().max(1) as u64;
+        let k = (flow.hash % n) as usize;
+        let pick = candidates(paths).nth(k).map_or(0, |(i, _)| i);
+        Choice::Path(paths[pick].id())
+    }
+
+    fn pins_flows(&self) -> bool {
+        true
+    }
+
+    fn name(&self) -> &'static str {
+        "hash-flow"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::FlowMeta;
+    use crate::sched::testing::{meta, paths, PathSpec, T0};
+
+    fn flow(pinned: Option<u8>, inbound: Option<u8>, hash: u64) -> FlowMeta {
+        FlowMeta {
+            id: 0,
+            class: 0,
+            hash,
+            new: pinned.is_none(),
+            pinned,
+            inbound,
+            retransmission: false,
+        }
+    }
+
+    #[test]
+    fn min_conn_path_balances_new_flows_and_keeps_old_ones() {
+        let ps = paths(&[
+            PathSpec::new(0, 1_000_000).delay_ms(75),
+            PathSpec::new(1, 1_000_000).delay_ms(20),
+        ]);
+        let mut s = MinConnPath;
+        let mut m = meta(0);
+        // Equal counts: the faster path.
+        m.flow = Some(flow(None, None, 0));
+        m.active_flows = &[0, 0];
+        assert_eq!(s.select(T0, &m, &ps), Choice::Path(1));
+        m.active_flows = &[1, 2];
+        assert_eq!(s.select(T0, &m, &ps), Choice::Path(0));
+        // Pinned flows stay, even when the counts say otherwise.
+        m.flow = Some(flow(Some(1), None, 0));
+        assert_eq!(s.select(T0, &m, &ps), Choice::Path(1));
+        // The reverse direction's path wins over balance.
+        m.flow = Some(flow(None, Some(0), 0));
+        m.active_flows = &[5, 0];
+        assert_eq!(s.select(T0, &m, &ps), Choice::Path(0));
+        assert!(s.pins_flows());
+    }
+
+    #[test]
+    fn a_flow_on_a_dead_path_moves() {
+        let mut ps = paths(&[PathSpec::new(0, 1_000_000), PathSpec::new(1, 1_000_000)]);
+        ps[1].set_usable_for_test(false);
+        let mut m = meta(0);
+        m.flow = Some(flow(Some(1), None, 0));
+        assert_eq!(MinConnPath.select(T0, &m, &ps), Choice::Path(0));
+        assert_eq!(HashFlow.select(T0, &m, &ps), Choice::Path(0));
+    }
+
+    #[test]
+    fn hash_flow_is_stable_per_flow() {
+        let ps = paths(&[
+            PathSpec::new(0, 1),
+            PathSpec::new(1, 1),
+            PathSpec::new(2, 1),
+        ]);
+        let mut m = meta(0);
+        for h in 0..6u64 {
+            m.flow = Some(flow(None, None, h));
+            assert_eq!(HashFlow.select(T0, &m, &ps), Choice::Path((h % 3) as u8));
+        }
+    }
+}

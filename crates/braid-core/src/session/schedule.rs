@@ -1,0 +1,263 @@
+//! The data path's scheduling: each queued inner packet is looked up in the flow table,
+//! put in its traffic class, and handed to that class's scheduler; redundant copies and
+//! per-path feedback are handled here, and predicted delivery times are logged when asked.
+
+use std::collections::VecDeque;
+
+use braid_wire::{Message, DATA_FIXED_LEN, HEADER_LEN};
+
+use super::Session;
+use crate::class::classify;
+use crate::flow::{self, FlowTable};
+use crate::path::SentKind;
+use crate::sched::{Choice, PacketMeta, Scheduler};
+use crate::{Config, Instant, PathId, Transmit};
+
+/// Most predictions kept (oldest dropped first).
+const MAX_PREDICTIONS: usize = 1 << 20;
+
+/// The predicted delivery of one data packet (PluriBus §4.3), for measuring accuracy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Prediction {
+    pub seq: u32,
+    pub path: PathId,
+    /// When the sender sent it, its own clock (µs, low 32 bits).
+    pub sent: u32,
+    /// `sent + size / capacity + queue + (d + δ)`: the receiver's clock (µs, low 32 bits)
+    /// at which it should arrive. `None` before the path's delay is known.
+    pub predicted: Option<u32>,
+}
+
+/// A data packet still owed copies on more paths (redundant scheduling).
+struct Copies {
+    seq: u32,
+    packet: Vec<u8>,
+    /// Path positions still to send on.
+    remaining: VecDeque<usize>,
+}
+
+/// Scheduling state: the flow table, one scheduler per traffic class, scratch space.
+pub(super) struct Scheduling {
+    pub(super) flows: FlowTable,
+    /// `schedulers[0]` serves the default class; `schedulers[i]` serves `config.classes[i-1]`.
+    pub(super) schedulers: Vec<Box<dyn Scheduler>>,
+    copies: Option<Copies>,
+    active: Vec<u32>,
+    ids: Vec<PathId>,
+    pub(super) predictions: VecDeque<Prediction>,
+    /// Data arrivals logged at this end (seq, path, receive clock µs low 32 bits).
+    pub(super) arrivals: VecDeque<(u32, PathId, u32)>,
+}
+
+impl Scheduling {
+    pub(super) fn new(config: &Config) -> Scheduling {
+        let mut schedulers = vec![crate::sched::build(config.scheduler)];
+        schedulers.extend(
+            config
+                .classes
+                .iter()
+                .map(|c| crate::sched::build(c.scheduler)),
+        );
+        Scheduling {
+            flows: FlowTable::new(config.max_flows, config.flow_idle_timeout),
+            schedulers,
+            copies: None,
+            active: Vec::new(),
+            ids: Vec::new(),
+            predictions: VecDeque::new(),
+            arrivals: VecDeque::new(),
+        }
+    }
+}
+
+impl Session {
+    /// Sends the next queued data packet, or the next redundant copy owed.
+    pub(super) fn poll_data(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if let Some(t) = self.poll_copy(now, buf) {
+            return Some(t);
+        }
+        let (seq, packet) = self.send_queue.front()?;
+        let seq = *seq;
+        let wire_bytes =
+            HEADER_LEN + 4 + DATA_FIXED_LEN + packet.len() + self.config.datagram_overhead;
+        let info = flow::parse::parse(packet);
+        let classes = &self.config.classes;
+        let sch = &mut self.scheduling;
+        let flow = info.and_then(|i| {
+            sch.flows
+                .observe_outgoing(now, &i, |i| classify(classes, i))
+        });
+        let class = flow.map_or(0, |f| f.class).min(sch.schedulers.len() - 1);
+        let scheduler = &mut sch.schedulers[class];
+        let needs_counts =
+            scheduler.pins_flows() && flow.is_some_and(|f| f.new || f.pinned.is_none());
+        if needs_counts {
+            sch.ids.clear();
+            sch.ids.extend(self.paths.iter().map(|p| p.id()));
+            sch.flows.active_per_path(now, &sch.ids, &mut sch.active);
+        } else {
+            sch.active.clear();
+        }
+        let meta = PacketMeta {
+            seq,
+            wire_bytes,
+            packet,
+            flow,
+            active_flows: &sch.active,
+        };
+        let choice = scheduler.select(now, &meta, &self.paths);
+        let (pi, redundant) = match choice {
+            Choice::Hold => return None,
+            Choice::Path(id) => (self.index[usize::from(id)].map(usize::from)?, false),
+            Choice::Redundant => {
+                let first = crate::sched::candidates(&self.paths).next()?.0;
+                (first, true)
+            }
+        };
+        let pinned_here =
+            scheduler.pins_flows() && flow.is_some_and(|f| f.pinned != Some(self.paths[pi].id()));
+        scheduler.on_sent(now, self.paths[pi].id(), &meta);
+        if pinned_here {
+            if let Some(i) = info {
+                sch.flows.pin(&i.key, self.paths[pi].id());
+            }
+        }
+        let unordered = scheduler.pins_flows() && flow.is_some();
+        let (seq, packet) = self.send_queue.pop_front()?;
+        let t = self.send_data(now, pi, seq, &packet, buf, unordered);
+        self.recovery
+            .on_data_sent(now, seq, &self.paths[pi], &packet);
+        if redundant {
+            let remaining: VecDeque<usize> = crate::sched::candidates(&self.paths)
+                .map(|(i, _)| i)
+                .filter(|&i| i != pi)
+                .collect();
+            if !remaining.is_empty() {
+                self.scheduling.copies = Some(Copies {
+                    seq,
+                    packet,
+                    remaining,
+                });
+                return t;
+            }
+        }
+        self.recycle(packet);
+        t
+    }
+
+    /// The next copy of a redundantly scheduled packet.
+    fn poll_copy(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let c = self.scheduling.copies.as_mut()?;
+        let Some(pi) = c.remaining.pop_front() else {
+            if let Some(c) = self.scheduling.copies.take() {
+                self.recycle(c.packet);
+            }
+            return None;
+        };
+        let seq = c.seq;
+        let packet = std::mem::take(&mut c.packet);
+        let t = self.send_data(now, pi, seq, &packet, buf, false);
+        match &mut self.scheduling.copies {
+            Some(c) if !c.remaining.is_empty() => c.packet = packet,
+            _ => {
+                self.scheduling.copies = None;
+                self.recycle(packet);
+            }
+        }
+        t
+    }
+
+    fn send_data(
+        &mut self,
+        now: Instant,
+        pi: usize,
+        seq: u32,
+        packet: &[u8],
+        buf: &mut [u8],
+        unordered: bool,
+    ) -> Option<Transmit> {
+        if self.config.record_predictions {
+            let wire_bytes =
+                HEADER_LEN + 4 + DATA_FIXED_LEN + packet.len() + self.config.datagram_overhead;
+            let p = &self.paths[pi];
+            let base = self.delay_base();
+            let predicted = p.predicted_delivery_us(now, wire_bytes).map(|rel| {
+                base.wrapping_add(now.wire_timestamp())
+                    .wrapping_add(rel as u32)
+            });
+            let log = &mut self.scheduling.predictions;
+            if log.len() >= MAX_PREDICTIONS {
+                log.pop_front();
+            }
+            log.push_back(Prediction {
+                seq,
+                path: p.id(),
+                sent: now.wire_timestamp(),
+                predicted,
+            });
+        }
+        self.emit_flagged(
+            now,
+            pi,
+            Message::Data {
+                seq,
+                payload: packet,
+            },
+            SentKind::Data,
+            buf,
+            unordered,
+        )
+    }
+
+    /// Applies the peer's feedback on the path at position `pi` and tells the schedulers.
+    pub(super) fn apply_path_ack(&mut self, now: Instant, pi: usize, highest: u32, received: u32) {
+        let (acked, lost) = self.paths[pi].on_path_ack(highest, received);
+        if acked > 0 || lost > 0 {
+            let id = self.paths[pi].id();
+            for s in &mut self.scheduling.schedulers {
+                s.on_feedback(now, id, acked, lost);
+            }
+        }
+    }
+
+    /// Records a data packet that arrived from the peer on `path`: the flow table learns
+    /// the reverse direction's path, and the arrival is logged when predictions are.
+    pub(super) fn note_arrival(&mut self, now: Instant, path: PathId, seq: u32, packet: &[u8]) {
+        if let Some(info) = flow::parse::parse(packet) {
+            self.scheduling.flows.observe_incoming(now, &info.key, path);
+        }
+        if self.config.record_predictions {
+            let log = &mut self.scheduling.arrivals;
+            if log.len() >= MAX_PREDICTIONS {
+                log.pop_front();
+            }
+            log.push_back((seq, path, now.wire_timestamp()));
+        }
+    }
+
+    /// Takes the predictions logged so far (with `record_predictions`).
+    pub fn take_predictions(&mut self) -> Vec<Prediction> {
+        self.scheduling.predictions.drain(..).collect()
+    }
+
+    /// Takes the data arrivals logged so far (with `record_predictions`): data sequence
+    /// number, path, and this end's clock at arrival (µs, low 32 bits).
+    pub fn take_arrivals(&mut self) -> Vec<(u32, PathId, u32)> {
+        self.scheduling.arrivals.drain(..).collect()
+    }
+
+    /// Names of the schedulers in use: the default class first, then each class's.
+    pub fn scheduler_names(&self) -> Vec<&'static str> {
+        self.scheduling
+            .schedulers
+            .iter()
+            .map(|s| s.name())
+            .collect()
+    }
+
+    fn recycle(&mut self, packet: Vec<u8>) {
+        if self.pool.len() < super::MAX_POOL {
+            self.pool.push(packet);
+        }
+    }
+}
