@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use braid_sim::{Report, Scenario, TraceCache};
+use braid_sim::{EnginePair, Report, Scenario, TraceCache};
 
 use crate::{BenchError, Options};
 
@@ -51,14 +51,26 @@ pub fn run_all(
     label: &str,
     scenarios: Vec<Scenario>,
 ) -> Result<Vec<Report>, BenchError> {
+    Ok(run_all_keeping(opts, label, scenarios)?
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect())
+}
+
+/// Like [`run_all`], keeping each run's engines.
+pub fn run_all_keeping(
+    opts: &mut Options<'_>,
+    label: &str,
+    scenarios: Vec<Scenario>,
+) -> Result<Vec<(Report, Option<EnginePair>)>, BenchError> {
     let total = scenarios.len();
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(total.max(1));
     let (tx, rx) = std::sync::mpsc::channel();
     let work = std::sync::Mutex::new(scenarios.into_iter().enumerate());
-    let mut results: Vec<Option<Result<Report, braid_sim::SimError>>> =
-        (0..total).map(|_| None).collect();
+    type Run = Result<(Report, Option<EnginePair>), braid_sim::SimError>;
+    let mut results: Vec<Option<Run>> = (0..total).map(|_| None).collect();
     std::thread::scope(|s| {
         for _ in 0..threads {
             let tx = tx.clone();
@@ -66,7 +78,7 @@ pub fn run_all(
             s.spawn(move || loop {
                 let next = work.lock().map(|mut w| w.next());
                 let Ok(Some((i, sc))) = next else { break };
-                let r = braid_sim::run(&sc, &mut TraceCache::new(), None);
+                let r = braid_sim::run_keeping_engines(&sc, &mut TraceCache::new(), None);
                 if tx.send((i, r)).is_err() {
                     break;
                 }

@@ -12,6 +12,19 @@ use crate::{BenchError, BenchReport, Headline, Options, Table};
 /// The bus scenario, embedded so the demo runs from any directory.
 pub const BUS: &str = include_str!("../../../scenarios/bus.toml");
 
+/// The `[[path]]` tables of the bus scenario, for benchmarks that run other workloads
+/// over the same links.
+pub fn bus_paths() -> Result<String, BenchError> {
+    let start = BUS
+        .find("[[path]]")
+        .ok_or_else(|| BenchError::Other("scenarios/bus.toml has no [[path]]".into()))?;
+    let end = BUS
+        .find("[[workload]]")
+        .filter(|&e| e > start)
+        .unwrap_or(BUS.len());
+    Ok(BUS[start..end].to_owned())
+}
+
 /// Runs the bus over EVDO alone, WiMax alone and braid.
 pub fn run(opts: &mut Options<'_>) -> Result<BenchReport, BenchError> {
     let mut traces = TraceCache::new();

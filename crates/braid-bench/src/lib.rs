@@ -12,6 +12,7 @@ mod common;
 pub mod demo;
 mod osctp_fig9;
 mod pluribus_fig15;
+mod pluribus_fig17;
 mod prism;
 pub mod registry;
 pub mod report;

@@ -275,6 +275,7 @@ impl Session {
         if let Some(pa) = d.header.path_ack {
             if let Some(i) = self.index[usize::from(pa.path)].map(usize::from) {
                 self.apply_path_ack(now, i, pa.highest_seq, pa.received);
+                self.paths[i].on_queue_report(now, pa.highest_seq, pa.queue_us);
             }
         }
         match d.message {

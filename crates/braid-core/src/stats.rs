@@ -22,6 +22,11 @@ pub struct PathStats {
     pub rx_bytes: u64,
     /// Capacity of the direction we send on (the peer's estimate).
     pub tx_capacity_bps: u64,
+    /// How often the peer's estimate changed, and its smallest value.
+    pub tx_capacity_changes: u64,
+    /// Times the sender's queue model was corrected by the peer's observations.
+    pub queue_corrections: u64,
+    pub tx_capacity_min_bps: u64,
     /// Our estimate of the direction we receive on.
     pub rx_capacity_bps: u64,
     /// Loss of the direction we send on (the peer's estimate).

@@ -22,4 +22,4 @@ pub use link::TraceCache;
 pub use node::{Node, Packet};
 pub use rng::Rng;
 pub use scenario::{Scenario, ScenarioError};
-pub use world::{run, PathReport, Report, SimError};
+pub use world::{run, run_keeping_engines, EnginePair, PathReport, Report, SimError};

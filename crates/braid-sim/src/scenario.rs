@@ -92,6 +92,10 @@ pub struct EngineSection {
     /// Traffic classes (`[[engine.class]]`), each with its own scheduler.
     #[serde(rename = "class", default)]
     pub classes: Vec<ClassConfig>,
+    /// Log each data packet's predicted and actual delivery (for analyses of the delay
+    /// estimator; costs memory on long runs).
+    #[serde(default)]
+    pub record_predictions: bool,
     /// Receiver's report interval, ms.
     pub report_interval_ms: Option<f64>,
     /// Heartbeat interval on idle paths, ms.
@@ -255,6 +259,7 @@ impl Scenario {
             loss_recovery: self.engine.loss_recovery,
             hole_timeout_mode: self.engine.hole_timeout_mode,
             classes: self.engine.classes.clone(),
+            record_predictions: self.engine.record_predictions,
             seed: self.seed,
             max_packet_size: self.mtu,
             ..Config::default()

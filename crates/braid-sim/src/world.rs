@@ -98,6 +98,29 @@ pub fn run(
     Ok(world.report())
 }
 
+/// Like [`run`], and hands back the two engines as they were at the end (in braid mode),
+/// for analyses that read their logs (for example [`Session::take_predictions`]).
+pub fn run_keeping_engines(
+    scenario: &Scenario,
+    traces: &mut TraceCache,
+    progress: Option<&mut dyn FnMut(f64)>,
+) -> Result<(Report, Option<EnginePair>), SimError> {
+    let mut world = World::new(scenario, traces)?;
+    world.run(progress);
+    let report = world.report();
+    let engines = world.engines.take().map(|e| EnginePair {
+        gateway: e.gateway,
+        server: e.server,
+    });
+    Ok((report, engines))
+}
+
+/// The gateway's and the server's engines after a run.
+pub struct EnginePair {
+    pub gateway: Session,
+    pub server: Session,
+}
+
 struct World {
     scenario_name: String,
     seed: u64,

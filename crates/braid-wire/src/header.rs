@@ -9,7 +9,7 @@ pub const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 16;
 /// Flag bit: a 4-byte ack (highest data sequence number received) follows the header.
 pub const FLAG_ACK: u8 = 0x01;
-/// Flag bit: a 9-byte path ack ([`PathAck`]) follows the header (after the ack).
+/// Flag bit: a 13-byte path ack ([`PathAck`]) follows the header (after the ack).
 pub const FLAG_PATH_ACK: u8 = 0x02;
 /// Flag bit: deliver this data packet on arrival, without resequencing. The sender keeps
 /// its flow on one path, so the path's own order is the flow's order.
@@ -25,6 +25,9 @@ pub struct PathAck {
     pub highest_seq: u32,
     /// Datagrams received on it (wrapping counter).
     pub received: u32,
+    /// Queueing delay the datagram `highest_seq` saw at the path's bottleneck, µs, as the
+    /// receiver measured it (arrival − send − propagation estimate − transmission time).
+    pub queue_us: u32,
 }
 
 /// The message type byte.
@@ -79,7 +82,7 @@ impl Header {
     pub fn buffer_len(&self) -> usize {
         HEADER_LEN
             + if self.ack.is_some() { 4 } else { 0 }
-            + if self.path_ack.is_some() { 9 } else { 0 }
+            + if self.path_ack.is_some() { 13 } else { 0 }
     }
 
     /// Reads only the session id, as a load balancer would: no other validation.
@@ -109,6 +112,7 @@ impl Header {
                 path: r.u8()?,
                 highest_seq: r.u32()?,
                 received: r.u32()?,
+                queue_us: r.u32()?,
             })
         } else {
             None
@@ -149,6 +153,7 @@ impl Header {
             w.u8(pa.path)?;
             w.u32(pa.highest_seq)?;
             w.u32(pa.received)?;
+            w.u32(pa.queue_us)?;
         }
         Ok(())
     }

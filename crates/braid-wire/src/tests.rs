@@ -116,6 +116,7 @@ fn every_message_round_trips() {
                     path: 1,
                     highest_seq: 99,
                     received: 90,
+                    queue_us: 1234,
                 }),
                 unordered: true,
                 ..header(Some(42))
@@ -201,7 +202,7 @@ fn arb_header() -> impl Strategy<Value = Header> {
         any::<u32>(),
         any::<u32>(),
         any::<Option<u32>>(),
-        any::<Option<(u8, u32, u32)>>(),
+        any::<Option<(u8, u32, u32, u32)>>(),
     )
         .prop_map(|(session_id, path, path_seq, timestamp, ack, pa)| Header {
             session_id,
@@ -209,10 +210,11 @@ fn arb_header() -> impl Strategy<Value = Header> {
             path_seq,
             timestamp,
             ack,
-            path_ack: pa.map(|(path, highest_seq, received)| PathAck {
+            path_ack: pa.map(|(path, highest_seq, received, queue_us)| PathAck {
                 path,
                 highest_seq,
                 received,
+                queue_us,
             }),
             unordered: session_id % 2 == 0,
         })

@@ -8,6 +8,11 @@
 //! time after the previous datagram on the path. The skew δ is the same on every path, so
 //! the sender can compare paths without synchronized clocks.
 //!
+//! A datagram lost on the air just before leaves the same gap as an idle link, though the
+//! next one may have queued behind it, so the gap needed grows by one transmission time per
+//! datagram missing in between (the path's sequence numbers tell). Without this, a lossy
+//! path's propagation delay reads long by about a transmission time.
+//!
 //! Times are 32-bit microsecond timestamps that wrap; the estimate is kept in the same
 //! wrapping space and averaged with wrapping differences. The paper gives no weight for
 //! the average; we use 1/8, as TCP does for its smoothed RTT.
@@ -39,12 +44,20 @@ impl DelayEstimator {
     }
 
     /// Accounts for a datagram of `wire_bytes` sent at the sender's timestamp `sent` and
-    /// received at `now`, on a path whose capacity is estimated at `capacity_bps`.
-    pub fn on_datagram(&mut self, now: Instant, sent: u32, wire_bytes: usize, capacity_bps: u64) {
+    /// received at `now`, on a path whose capacity is estimated at `capacity_bps`, after
+    /// `missing` datagrams of the path that never arrived.
+    pub fn on_datagram(
+        &mut self,
+        now: Instant,
+        sent: u32,
+        wire_bytes: usize,
+        capacity_bps: u64,
+        missing: u32,
+    ) {
         let tx = transmission_time(wire_bytes, capacity_bps);
         let qualifies = match self.last_arrival {
             None => true,
-            Some(prev) => now.saturating_duration_since(prev) >= tx * 2,
+            Some(prev) => now.saturating_duration_since(prev) >= tx * (2 + missing.min(1000)),
         };
         self.last_arrival = Some(now);
         if !qualifies {
@@ -75,7 +88,7 @@ mod tests {
         for i in 0..50u64 {
             let s = 10_000_000 + i * 100_000; // every 100 ms: queue always empty
             let r = (s as i64 + skew + 40_000 + 10_000) as u64;
-            e.on_datagram(Instant::from_micros(r), s as u32, 1250, 1_000_000);
+            e.on_datagram(Instant::from_micros(r), s as u32, 1250, 1_000_000, 0);
         }
         let est = e.estimate().unwrap();
         assert_eq!(est, (40_000i64 + skew) as i32 as u32);
@@ -90,8 +103,31 @@ mod tests {
         for i in 0..10u64 {
             let s = 1_000_000u64; // all sent at once
             let r = s + 40_000 + (i + 1) * 10_000;
-            e.on_datagram(Instant::from_micros(r), s as u32, 1250, 1_000_000);
+            e.on_datagram(Instant::from_micros(r), s as u32, 1250, 1_000_000, 0);
         }
+        assert_eq!(e.samples(), 1);
+        assert_eq!(e.estimate(), Some(40_000));
+    }
+
+    #[test]
+    fn a_loss_before_a_queued_datagram_does_not_make_it_a_sample() {
+        let mut e = DelayEstimator::default();
+        // Back-to-back at 1 Mbit/s, 10 ms each; the second is lost, the third queued behind
+        // it arrives 20 ms after the first: twice a transmission time, but not idle.
+        e.on_datagram(
+            Instant::from_micros(1_050_000),
+            1_000_000,
+            1250,
+            1_000_000,
+            0,
+        );
+        e.on_datagram(
+            Instant::from_micros(1_070_000),
+            1_000_000,
+            1250,
+            1_000_000,
+            1,
+        );
         assert_eq!(e.samples(), 1);
         assert_eq!(e.estimate(), Some(40_000));
     }
@@ -104,7 +140,7 @@ mod tests {
             let r = 1_000_000 + i * 100_000;
             let off: i64 = if i % 2 == 0 { -1000 } else { 1000 };
             let s = (r as i64 - off) as u64 as u32;
-            e.on_datagram(Instant::from_micros(r), s, 0, 1_000_000);
+            e.on_datagram(Instant::from_micros(r), s, 0, 1_000_000, 0);
         }
         let v = e.estimate().unwrap() as i32;
         assert!(v.abs() < 200, "{v}");

@@ -40,13 +40,14 @@ impl LossEstimator {
         self.reordered
     }
 
-    /// Accounts for a datagram carrying path sequence number `seq`.
-    pub fn on_datagram(&mut self, seq: u32) {
+    /// Accounts for a datagram carrying path sequence number `seq`. Returns how many
+    /// sequence numbers it showed missing (the gap before it).
+    pub fn on_datagram(&mut self, seq: u32) -> u32 {
         self.received += 1;
         let Some(expected) = self.expected else {
             self.expected = Some(seq.wrapping_add(1));
             self.sample(0.0);
-            return;
+            return 0;
         };
         let gap = seq.wrapping_sub(expected) as i32;
         if gap >= 0 {
@@ -59,11 +60,13 @@ impl LossEstimator {
             }
             self.sample(0.0);
             self.expected = Some(seq.wrapping_add(1));
+            missing
         } else {
             // Late: it was counted as a loss when the gap was seen. Undo one loss sample.
             self.reordered += 1;
             self.lost = self.lost.saturating_sub(1);
             self.rate = (self.rate - LOSS_EWMA_WEIGHT).max(0.0);
+            0
         }
     }
 

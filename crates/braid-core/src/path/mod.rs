@@ -13,6 +13,13 @@
 
 pub mod capacity;
 pub mod delay;
+
+/// Datagrams whose predicted wait is remembered for queue-model corrections.
+pub const SENT_RING: usize = 1024;
+/// Differences between predicted and observed waits below this are estimation noise.
+pub const QUEUE_TOLERANCE: Duration = Duration::from_millis(2);
+/// How fast the longest wait observed is forgotten (time constant).
+pub const BUFFER_MEMORY: Duration = Duration::from_secs(30);
 pub mod loss;
 pub mod queue;
 pub mod rtt;
@@ -55,6 +62,17 @@ struct TxState {
     peer_received: u32,
     next_seq: u32,
     last_tx: Option<Instant>,
+    /// The model's predicted wait and the send instant of recent datagrams, by path
+    /// sequence number modulo [`SENT_RING`], to compare with what the receiver saw.
+    sent_ring: Vec<(u32, Instant, Duration, i64)>,
+    /// Queue model corrections applied.
+    queue_corrections: u64,
+    /// The longest wait the peer observed recently (decaying), µs, and when: the depth of
+    /// the bottleneck's buffer, beyond which the model must not grow.
+    longest_wait: Option<(f64, Instant)>,
+    /// Changes of `capacity_bps` from reports, and the smallest value it took.
+    capacity_changes: u64,
+    capacity_min: u64,
     packets: u64,
     bytes: u64,
     data_packets: u64,
@@ -74,6 +92,8 @@ struct RxState {
     received: u32,
     /// Send timestamp of the latest datagram, and when it arrived (for the report echo).
     echo: Option<(u32, Instant)>,
+    /// Queueing delay the highest-numbered datagram saw, µs.
+    latest_queue_us: u32,
     packets: u64,
     bytes: u64,
 }
@@ -99,6 +119,11 @@ impl Path {
                 peer_received: 0,
                 next_seq: 0,
                 last_tx: None,
+                sent_ring: Vec::new(),
+                queue_corrections: 0,
+                longest_wait: None,
+                capacity_changes: 0,
+                capacity_min: cfg.tx_capacity_bps.max(1),
                 packets: 0,
                 bytes: 0,
                 data_packets: 0,
@@ -115,6 +140,7 @@ impl Path {
                 highest_seq: None,
                 received: 0,
                 echo: None,
+                latest_queue_us: 0,
                 packets: 0,
                 bytes: 0,
             },
@@ -224,7 +250,18 @@ impl Path {
     pub(crate) fn on_send(&mut self, now: Instant, wire_bytes: usize, kind: SentKind) -> u32 {
         let seq = self.tx.next_seq;
         self.tx.next_seq = seq.wrapping_add(1);
+        let predicted = self.tx.queue.length(now);
+        if self.tx.sent_ring.len() < SENT_RING {
+            self.tx
+                .sent_ring
+                .resize(SENT_RING, (u32::MAX, Instant::ZERO, Duration::ZERO, 0));
+        }
+        let shifted = self.tx.queue.shifted_us();
+        self.tx.sent_ring[seq as usize % SENT_RING] = (seq, now, predicted, shifted);
         self.tx.queue.on_send(now, wire_bytes, self.tx.capacity_bps);
+        if let Some(cap) = self.buffer_cap(now) {
+            self.tx.queue.cap(now, cap);
+        }
         self.tx.last_tx = Some(now);
         self.tx.packets += 1;
         self.tx.bytes += wire_bytes as u64;
@@ -251,19 +288,34 @@ impl Path {
         self.rx.packets += 1;
         self.rx.bytes += wire_bytes as u64;
         self.rx.received = self.rx.received.wrapping_add(1);
-        self.rx.loss.on_datagram(path_seq);
+        let missing = self.rx.loss.on_datagram(path_seq);
         let newer = self
             .rx
             .highest_seq
             .is_none_or(|h| path_seq.wrapping_sub(h) as i32 > 0);
+        let cap = self.rx.capacity.on_datagram(now, sent, wire_bytes, missing);
+        self.rx.delay.on_datagram(
+            now,
+            sent,
+            wire_bytes,
+            self.rx.capacity.estimate_bps(),
+            missing,
+        );
         if newer {
             self.rx.highest_seq = Some(path_seq);
             self.rx.echo = Some((sent, now));
+            // What it waited at the bottleneck: arrival − send − (d + δ) − size / capacity.
+            self.rx.latest_queue_us = self.rx.delay.estimate().map_or(0, |d| {
+                let tx = transmission_time(wire_bytes, self.rx.capacity.estimate_bps());
+                let tx = u32::try_from(tx.as_micros()).unwrap_or(u32::MAX);
+                let q = now
+                    .wire_timestamp()
+                    .wrapping_sub(sent)
+                    .wrapping_sub(d)
+                    .wrapping_sub(tx);
+                (q as i32).max(0) as u32
+            });
         }
-        let cap = self.rx.capacity.on_datagram(now, sent, wire_bytes);
-        self.rx
-            .delay
-            .on_datagram(now, sent, wire_bytes, self.rx.capacity.estimate_bps());
         (came_up, cap)
     }
 
@@ -295,12 +347,53 @@ impl Path {
         }
     }
 
+    /// The most the queue model may hold: the longest wait observed recently with a
+    /// quarter of headroom and 10 ms, once anything was observed.
+    fn buffer_cap(&self, now: Instant) -> Option<Duration> {
+        let (us, at) = self.tx.longest_wait?;
+        let decayed = us
+            * (-now.saturating_duration_since(at).as_secs_f64() / BUFFER_MEMORY.as_secs_f64())
+                .exp();
+        Some(Duration::from_secs_f64(decayed * 1.25 / 1e6) + Duration::from_millis(10))
+    }
+
+    /// Corrects the queue model with the wait the peer observed for datagram `seq`.
+    pub(crate) fn on_queue_report(&mut self, now: Instant, seq: u32, queue_us: u32) {
+        let observed = f64::from(queue_us);
+        let kept = self.tx.longest_wait.map_or(0.0, |(us, at)| {
+            us * (-now.saturating_duration_since(at).as_secs_f64() / BUFFER_MEMORY.as_secs_f64())
+                .exp()
+        });
+        self.tx.longest_wait = Some((observed.max(kept), now));
+        let Some(&(s, sent, predicted, shifted)) = self.tx.sent_ring.get(seq as usize % SENT_RING)
+        else {
+            return;
+        };
+        if s != seq {
+            return;
+        }
+        // The prediction as the model sees it now, after corrections made since the send.
+        let since = self.tx.queue.shifted_us() - shifted;
+        let predicted_us = (predicted.as_micros() as i64 + since).max(0) as u64;
+        let predicted = Duration::from_micros(predicted_us);
+        let actual = Duration::from_micros(u64::from(queue_us));
+        let before = self.tx.queue.length(now);
+        let tx = self.transmission_time(1500);
+        self.tx
+            .queue
+            .correct(now, sent, predicted, actual, tx, QUEUE_TOLERANCE);
+        if self.tx.queue.length(now) != before {
+            self.tx.queue_corrections += 1;
+        }
+    }
+
     /// The path ack this end would piggyback for this path, if it received anything.
     pub(crate) fn path_ack(&self) -> Option<braid_wire::PathAck> {
         Some(braid_wire::PathAck {
             path: self.id,
             highest_seq: self.rx.highest_seq?,
             received: self.rx.received,
+            queue_us: self.rx.latest_queue_us,
         })
     }
 
@@ -367,6 +460,8 @@ impl Path {
         let cap = u64::from(e.capacity_kbps).saturating_mul(1000).max(1);
         if cap != self.tx.capacity_bps {
             self.tx.capacity_bps = cap;
+            self.tx.capacity_changes += 1;
+            self.tx.capacity_min = self.tx.capacity_min.min(cap);
             out.capacity_changed = Some(cap);
         }
         self.tx.loss = e.loss_fraction();
@@ -393,6 +488,9 @@ impl Path {
             rx_packets: self.rx.packets,
             rx_bytes: self.rx.bytes,
             tx_capacity_bps: self.tx.capacity_bps,
+            tx_capacity_changes: self.tx.capacity_changes,
+            queue_corrections: self.tx.queue_corrections,
+            tx_capacity_min_bps: self.tx.capacity_min,
             rx_capacity_bps: self.rx.capacity.estimate_bps(),
             tx_loss: self.tx.loss,
             rx_loss: self.rx.loss.rate(),

@@ -15,6 +15,8 @@ use crate::Instant;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QueueEstimate {
     drain_at: Instant,
+    /// Sum of all corrections applied to `drain_at`, µs (see [`QueueEstimate::correct`]).
+    shifted_us: i64,
 }
 
 impl QueueEstimate {
@@ -28,10 +30,71 @@ impl QueueEstimate {
         self.drain_at <= now
     }
 
+    /// Sum of the corrections applied so far, µs. A datagram's predicted wait plus the
+    /// corrections applied since it was sent is what the model now thinks it waited.
+    pub fn shifted_us(&self) -> i64 {
+        self.shifted_us
+    }
+
+    /// Corrects the model by what the receiver saw: a datagram sent at `sent`, for which
+    /// the model (as corrected since) predicted a wait of `predicted`, really waited
+    /// `actual` at the bottleneck. The difference is applied to the drain instant (the
+    /// model and the queue drain at the same rate from there on). PluriBus §4.2 relies on idle periods to reset the
+    /// model; under sustained load, drop-tail drops (which the model cannot see) and
+    /// capacity errors would otherwise make it drift without bound. Differences within
+    /// `tolerance` are noise of the estimates and ignored.
+    pub fn correct(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        predicted: Duration,
+        actual: Duration,
+        tx: Duration,
+        tolerance: Duration,
+    ) {
+        let before = self.drain_at;
+        self.apply(now, sent, predicted, actual, tx, tolerance);
+        self.shifted_us += self.drain_at.as_micros() as i64 - before.as_micros() as i64;
+    }
+
+    fn apply(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        predicted: Duration,
+        actual: Duration,
+        tx: Duration,
+        tolerance: Duration,
+    ) {
+        if actual + tolerance < predicted {
+            // Phantom queue: drain earlier, never below "empty now".
+            let shifted = self.drain_at - (predicted - actual);
+            self.drain_at = shifted.max(now.min(self.drain_at));
+        } else if actual > predicted + tolerance {
+            if self.drain_at > now {
+                self.drain_at += actual - predicted;
+            } else {
+                // The model went idle, but the queue held that datagram at least until it
+                // was sent.
+                self.drain_at = self.drain_at.max(sent + actual + tx);
+            }
+        }
+    }
+
     /// Accounts for a datagram of `wire_bytes` (including the encapsulation's headers) sent at
     /// `now` on a path of `capacity_bps`.
     pub fn on_send(&mut self, now: Instant, wire_bytes: usize, capacity_bps: u64) {
         self.drain_at = self.drain_at.max(now) + transmission_time(wire_bytes, capacity_bps);
+    }
+
+    /// Limits the queue to `cap` at `now`: a bottleneck buffer holds no more, and datagrams
+    /// beyond it are dropped, not queued.
+    pub fn cap(&mut self, now: Instant, cap: Duration) {
+        let limit = now + cap;
+        if self.drain_at > limit {
+            self.shifted_us -= (self.drain_at - limit).as_micros() as i64;
+            self.drain_at = limit;
+        }
     }
 }
 
@@ -67,6 +130,34 @@ mod tests {
         assert!(q.is_empty(t1));
         q.on_send(t1, 1500, 1_200_000);
         assert_eq!(q.length(t1), Duration::from_millis(10));
+    }
+
+    #[test]
+    fn corrections_follow_the_receivers_observation() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::from_millis(1000);
+        let mut q = QueueEstimate::default();
+        // The model thinks 100 ms are queued (say drop-tail dropped some of it)...
+        for _ in 0..10 {
+            q.on_send(t0, 1500, 1_200_000);
+        }
+        assert_eq!(q.length(t0), ms(100));
+        // ...but a datagram sent at t0 - 10 ms when the model predicted 40 ms waited 10.
+        q.correct(t0, t0 - ms(10), ms(40), ms(10), ms(10), ms(2));
+        assert_eq!(q.length(t0), ms(70));
+        // Small differences are noise.
+        q.correct(t0, t0, ms(70), ms(69), ms(10), ms(2));
+        assert_eq!(q.length(t0), ms(70));
+        // A larger real queue pushes the drain later.
+        q.correct(t0, t0, ms(70), ms(90), ms(10), ms(2));
+        assert_eq!(q.length(t0), ms(90));
+        // A correction never makes the queue negative.
+        q.correct(t0, t0, ms(500), ms(0), ms(10), ms(2));
+        assert!(q.is_empty(t0));
+        // An idle model learns the queue held the datagram until it was sent.
+        let mut q = QueueEstimate::default();
+        q.correct(t0, t0 - ms(5), ms(0), ms(20), ms(10), ms(2));
+        assert_eq!(q.length(t0), ms(25));
     }
 
     #[test]
