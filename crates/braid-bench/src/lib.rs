@@ -10,6 +10,7 @@
 
 mod common;
 pub mod demo;
+mod never_worse;
 mod osctp_fig9;
 mod pluribus_fig15;
 mod pluribus_fig17;

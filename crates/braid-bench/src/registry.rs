@@ -10,6 +10,7 @@ static ALL: &[&dyn Bench] = &[
     &crate::prism::PrismFig7,
     &crate::prism::PrismFig8,
     &crate::udp_aggregation::UdpAggregation,
+    &crate::never_worse::NeverWorse,
 ];
 
 /// All benchmarks, in the order `braid bench --list` shows them.

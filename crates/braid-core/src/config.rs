@@ -113,6 +113,9 @@ pub struct Config {
     pub max_flows: usize,
     /// A flow idle this long is forgotten.
     pub flow_idle_timeout: Duration,
+    /// Set aside paths that lose far more than the best one (see
+    /// [`crate::sched::guard`]).
+    pub loss_guard: bool,
     /// Keep the predicted delivery time of each data packet sent (a bounded log, for
     /// measuring the delay estimator's accuracy; PluriBus Fig 17).
     pub record_predictions: bool,
@@ -152,6 +155,7 @@ impl Default for Config {
             max_flows: 65_536,
             flow_idle_timeout: Duration::from_secs(120),
             record_predictions: false,
+            loss_guard: true,
         }
     }
 }

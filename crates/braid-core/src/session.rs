@@ -88,6 +88,8 @@ pub struct Session {
     ack_cursor: usize,
     /// Data arrived and its path ack has not gone out yet, since this instant.
     ack_pending_since: Option<Instant>,
+    /// New loss estimates arrived: re-evaluate the loss guard before scheduling.
+    guard_due: bool,
     send_queue: VecDeque<(u32, Vec<u8>)>,
     pool: Vec<Vec<u8>>,
     next_data_seq: u32,
@@ -137,6 +139,7 @@ impl Session {
             ack_dirty: vec![false; list.len()],
             ack_cursor: 0,
             ack_pending_since: None,
+            guard_due: false,
             reseq: Resequencer::with_mode(
                 config.hole_timeout_mode,
                 config.hole_timeout,
@@ -300,6 +303,7 @@ impl Session {
             }
             Message::Report(entries) => {
                 self.stats.reports_received += 1;
+                self.guard_due = true;
                 for e in entries.iter() {
                     let Some(i) = self.index[usize::from(e.path)].map(usize::from) else {
                         continue;
@@ -365,6 +369,12 @@ impl Session {
     /// [`Session::transmit_buffer_len`] bytes) and says which path it goes on.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         self.advance(now);
+        if self.guard_due {
+            self.guard_due = false;
+            if self.config.loss_guard {
+                crate::sched::guard::update(&mut self.paths);
+            }
+        }
         if let Some(t) = self.poll_config(now, buf) {
             return Some(t);
         }
@@ -436,7 +446,7 @@ impl Session {
             .paths
             .iter()
             .enumerate()
-            .filter(|(_, p)| p.is_usable())
+            .filter(|(_, p)| p.is_live())
             .min_by_key(|(_, p)| p.predicted_delivery_us(now, 64).unwrap_or(i64::MAX))
             .map_or(0, |(i, _)| i);
         self.emit(now, pi, Message::Heartbeat, SentKind::Control, buf)
@@ -528,7 +538,7 @@ impl Session {
     /// `rtt_refresh` (so the report's echo measures it), else the usable path with the
     /// earliest predicted delivery.
     fn report_path(&self, now: Instant) -> usize {
-        let usable = || self.paths.iter().enumerate().filter(|(_, p)| p.is_usable());
+        let usable = || self.paths.iter().enumerate().filter(|(_, p)| p.is_live());
         let stale = usable().find(|(_, p)| {
             p.rtt()
                 .last_sample_at()

@@ -9,8 +9,10 @@ use crate::PathId;
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct PathStats {
     pub id: PathId,
-    /// Schedulers may use it (we hear it and the peer hears it).
+    /// Schedulers may use it (we hear it, the peer hears it, the loss guard allows it).
     pub usable: bool,
+    /// Set aside by the loss guard.
+    pub loss_guarded: bool,
     /// We hear it.
     pub rx_live: bool,
     pub tx_packets: u64,
@@ -31,6 +33,8 @@ pub struct PathStats {
     pub rx_capacity_bps: u64,
     /// Loss of the direction we send on (the peer's estimate).
     pub tx_loss: f64,
+    /// The same over the last few hundred datagrams, from acknowledgements.
+    pub tx_long_loss: f64,
     /// Our loss estimate of the direction we receive on.
     pub rx_loss: f64,
     /// Path sequence numbers we inferred lost.

@@ -8,9 +8,16 @@
 //! packets) while smoothing single losses. A datagram arriving after a higher one was
 //! already seen (reordered within the path) was counted as lost; it is counted back, so
 //! reordering does not read as loss.
+//!
+//! A run of [`OUTAGE_GAP`] or more consecutive missing sequence numbers is an outage (a
+//! blackout, a modem reconnect), which path liveness handles, not a loss rate: it is counted
+//! apart and leaves the rate alone, so a path that comes back from a blackout is not judged
+//! lossy for the next hundred datagrams.
 
 /// Weight of one sample.
 pub const LOSS_EWMA_WEIGHT: f64 = 1.0 / 32.0;
+/// Consecutive missing sequence numbers from which a gap is an outage.
+pub const OUTAGE_GAP: u32 = 8;
 
 /// Per-path loss EWMA driven by path sequence numbers.
 #[derive(Clone, Debug, Default)]
@@ -22,6 +29,7 @@ pub struct LossEstimator {
     received: u64,
     lost: u64,
     reordered: u64,
+    outage_lost: u64,
 }
 
 impl LossEstimator {
@@ -40,6 +48,11 @@ impl LossEstimator {
         self.reordered
     }
 
+    /// Sequence numbers missing in outages (runs of at least [`OUTAGE_GAP`]).
+    pub fn outage_lost(&self) -> u64 {
+        self.outage_lost
+    }
+
     /// Accounts for a datagram carrying path sequence number `seq`. Returns how many
     /// sequence numbers it showed missing (the gap before it).
     pub fn on_datagram(&mut self, seq: u32) -> u32 {
@@ -52,7 +65,9 @@ impl LossEstimator {
         let gap = seq.wrapping_sub(expected) as i32;
         if gap >= 0 {
             let missing = gap as u32;
-            if missing > 0 {
+            if missing >= OUTAGE_GAP {
+                self.outage_lost += u64::from(missing);
+            } else if missing > 0 {
                 self.lost += u64::from(missing);
                 // `missing` samples of 1 at once: 1 - rate decays by (1 - w)^missing.
                 let keep = (1.0 - LOSS_EWMA_WEIGHT).powi(missing.min(10_000) as i32);
@@ -122,6 +137,18 @@ mod tests {
         }
         let mean = sum / n;
         assert!((mean - 0.1).abs() < 0.01, "{mean}");
+    }
+
+    #[test]
+    fn outages_are_not_loss_rate() {
+        let mut l = LossEstimator::default();
+        l.on_datagram(0);
+        l.on_datagram(100);
+        assert_eq!(l.rate(), 0.0);
+        assert_eq!((l.lost(), l.outage_lost()), (0, 99));
+        // Seven in a row still count as losses.
+        l.on_datagram(108);
+        assert!(l.rate() > 0.15);
     }
 
     #[test]

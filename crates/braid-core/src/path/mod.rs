@@ -18,6 +18,9 @@ pub mod delay;
 pub const SENT_RING: usize = 1024;
 /// Differences between predicted and observed waits below this are estimation noise.
 pub const QUEUE_TOLERANCE: Duration = Duration::from_millis(2);
+/// Weight per datagram of the sender's long-term loss average (memory of a few hundred
+/// datagrams), from the peer's per-path acknowledgements.
+pub const LONG_LOSS_WEIGHT: f64 = 1.0 / 256.0;
 /// How fast the longest wait observed is forgotten (time constant).
 pub const BUFFER_MEMORY: Duration = Duration::from_secs(30);
 pub mod loss;
@@ -57,6 +60,10 @@ struct TxState {
     rtt: RttEstimator,
     /// The peer hears this path (from its latest report; true until it says otherwise).
     peer_live: bool,
+    /// Set aside by the loss guard.
+    loss_guarded: bool,
+    /// Long-term loss rate of our direction, from the peer's acknowledgements.
+    long_loss: f64,
     /// The peer's latest report of the highest path sequence number it received.
     peer_highest_seq: Option<u32>,
     peer_received: u32,
@@ -115,6 +122,8 @@ impl Path {
                 loss: 0.0,
                 rtt: RttEstimator::default(),
                 peer_live: true,
+                loss_guarded: false,
+                long_loss: 0.0,
                 peer_highest_seq: None,
                 peer_received: 0,
                 next_seq: 0,
@@ -151,10 +160,25 @@ impl Path {
         self.id
     }
 
-    /// Whether schedulers should put new packets on this path: we hear it, and the peer
-    /// has not reported that it no longer hears it.
-    pub fn is_usable(&self) -> bool {
+    /// Whether the path works both ways: we hear it, and the peer has not reported that it
+    /// no longer hears it.
+    pub fn is_live(&self) -> bool {
         self.rx.live && self.tx.peer_live
+    }
+
+    /// Whether schedulers should put new packets on this path: it is live and the loss
+    /// guard ([`crate::sched::guard`]) has not set it aside.
+    pub fn is_usable(&self) -> bool {
+        self.is_live() && !self.tx.loss_guarded
+    }
+
+    /// Whether the loss guard has set the path aside.
+    pub fn is_loss_guarded(&self) -> bool {
+        self.tx.loss_guarded
+    }
+
+    pub(crate) fn set_loss_guarded(&mut self, guarded: bool) {
+        self.tx.loss_guarded = guarded;
     }
 
     /// Capacity of the direction we send on, bits per second: the peer's estimate, or the
@@ -196,9 +220,29 @@ impl Path {
         Some(i64::try_from(q.as_micros()).unwrap_or(i64::MAX / 2) + d)
     }
 
-    /// Loss rate of our direction as the peer measured it.
+    /// Loss rate of our direction as the peer measured it (a short average, PluriBus §4.1).
     pub fn loss_rate(&self) -> f64 {
         self.tx.loss
+    }
+
+    /// Loss rate of our direction over the last few hundred datagrams, from the peer's
+    /// acknowledgements (outages excluded): a steadier figure for decisions that should not
+    /// flap, such as the loss guard.
+    pub fn long_loss_rate(&self) -> f64 {
+        self.tx.long_loss
+    }
+
+    /// Whether the path's bottleneck buffer is (nearly) full: its modeled queue reaches
+    /// nine tenths of the longest wait the peer observed recently, so more data would be
+    /// dropped rather than queued. `false` until a wait has been observed.
+    pub fn buffer_full(&self, now: Instant) -> bool {
+        let Some((us, at)) = self.tx.longest_wait else {
+            return false;
+        };
+        let longest = us
+            * (-now.saturating_duration_since(at).as_secs_f64() / BUFFER_MEMORY.as_secs_f64())
+                .exp();
+        longest > 20_000.0 && self.queue_delay(now).as_secs_f64() * 1e6 >= 0.9 * longest
     }
 
     /// Smoothed round-trip time, once measured.
@@ -293,7 +337,16 @@ impl Path {
             .rx
             .highest_seq
             .is_none_or(|h| path_seq.wrapping_sub(h) as i32 > 0);
-        let cap = self.rx.capacity.on_datagram(now, sent, wire_bytes, missing);
+        // An outage's gap says nothing about capacity.
+        let missing_in_train = if missing >= loss::OUTAGE_GAP {
+            0
+        } else {
+            missing
+        };
+        let cap = self
+            .rx
+            .capacity
+            .on_datagram(now, sent, wire_bytes, missing_in_train);
         self.rx.delay.on_datagram(
             now,
             sent,
@@ -342,7 +395,14 @@ impl Path {
                 };
                 self.tx.peer_highest_seq = Some(highest);
                 self.tx.peer_received = received;
-                (arrived.min(advanced), advanced.saturating_sub(arrived))
+                let (acked, lost) = (arrived.min(advanced), advanced.saturating_sub(arrived));
+                let n = acked + lost;
+                if n > 0 && lost < loss::OUTAGE_GAP {
+                    let keep = (1.0 - LONG_LOSS_WEIGHT).powi(n.min(100_000) as i32);
+                    let target = f64::from(lost) / f64::from(n);
+                    self.tx.long_loss += (1.0 - keep) * (target - self.tx.long_loss);
+                }
+                (acked, lost)
             }
         }
     }
@@ -479,6 +539,7 @@ impl Path {
         PathStats {
             id: self.id,
             usable: self.is_usable(),
+            loss_guarded: self.tx.loss_guarded,
             rx_live: self.rx.live,
             tx_packets: self.tx.packets,
             tx_bytes: self.tx.bytes,
@@ -493,6 +554,7 @@ impl Path {
             tx_capacity_min_bps: self.tx.capacity_min,
             rx_capacity_bps: self.rx.capacity.estimate_bps(),
             tx_loss: self.tx.loss,
+            tx_long_loss: self.tx.long_loss,
             rx_loss: self.rx.loss.rate(),
             rx_lost: self.rx.loss.lost(),
             rx_reordered: self.rx.loss.reordered(),
@@ -536,6 +598,11 @@ impl Path {
         }
         self.tx.next_seq = 1000 + in_flight;
         self.tx.peer_highest_seq = Some(999);
+    }
+
+    pub(crate) fn set_loss_for_test(&mut self, loss: f64) {
+        self.tx.loss = loss;
+        self.tx.long_loss = loss;
     }
 
     pub(crate) fn set_usable_for_test(&mut self, usable: bool) {

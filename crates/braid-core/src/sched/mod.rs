@@ -21,6 +21,7 @@
 pub mod adas;
 pub mod delay;
 pub mod flow_level;
+pub mod guard;
 pub mod redundant;
 pub mod round_robin;
 pub mod weighted;

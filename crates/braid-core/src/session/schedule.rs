@@ -13,6 +13,17 @@ use crate::path::SentKind;
 use crate::sched::{Choice, PacketMeta, Scheduler};
 use crate::{Config, Instant, PathId, Transmit};
 
+/// Positions of the live paths (loss-guarded ones included: a redundant copy on a lossy
+/// path still helps), or of all paths when none is live.
+fn live_positions(paths: &[crate::path::Path]) -> impl Iterator<Item = usize> + '_ {
+    let any = paths.iter().any(crate::path::Path::is_live);
+    paths
+        .iter()
+        .enumerate()
+        .filter(move |(_, p)| !any || p.is_live())
+        .map(|(i, _)| i)
+}
+
 /// Most predictions kept (oldest dropped first).
 const MAX_PREDICTIONS: usize = 1 << 20;
 
@@ -110,7 +121,7 @@ impl Session {
             Choice::Hold => return None,
             Choice::Path(id) => (self.index[usize::from(id)].map(usize::from)?, false),
             Choice::Redundant => {
-                let first = crate::sched::candidates(&self.paths).next()?.0;
+                let first = live_positions(&self.paths).next()?;
                 (first, true)
             }
         };
@@ -128,10 +139,8 @@ impl Session {
         self.recovery
             .on_data_sent(now, seq, &self.paths[pi], &packet);
         if redundant {
-            let remaining: VecDeque<usize> = crate::sched::candidates(&self.paths)
-                .map(|(i, _)| i)
-                .filter(|&i| i != pi)
-                .collect();
+            let remaining: VecDeque<usize> =
+                live_positions(&self.paths).filter(|&i| i != pi).collect();
             if !remaining.is_empty() {
                 self.scheduling.copies = Some(Copies {
                     seq,
@@ -212,6 +221,9 @@ impl Session {
     /// Applies the peer's feedback on the path at position `pi` and tells the schedulers.
     pub(super) fn apply_path_ack(&mut self, now: Instant, pi: usize, highest: u32, received: u32) {
         let (acked, lost) = self.paths[pi].on_path_ack(highest, received);
+        if lost > 0 {
+            self.guard_due = true;
+        }
         if acked > 0 || lost > 0 {
             let id = self.paths[pi].id();
             for s in &mut self.scheduling.schedulers {
