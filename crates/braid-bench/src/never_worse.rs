@@ -12,8 +12,11 @@ use crate::{Bench, BenchError, BenchReport, Headline, Options, Table};
 
 pub struct NeverWorse;
 
-/// (case name, paths as (kbit/s, one-way ms, loss))
-fn cases() -> Vec<(&'static str, Vec<(f64, f64, f64)>)> {
+/// One path: kbit/s, one-way delay ms, loss rate.
+type Link = (f64, f64, f64);
+
+/// The matrix: case name and its paths.
+fn cases() -> Vec<(&'static str, Vec<Link>)> {
     vec![
         (
             "fibre + satellite",
@@ -46,7 +49,7 @@ fn cases() -> Vec<(&'static str, Vec<(f64, f64, f64)>)> {
     ]
 }
 
-fn paths(links: &[(f64, f64, f64)]) -> String {
+fn paths(links: &[Link]) -> String {
     links
         .iter()
         .enumerate()
