@@ -173,6 +173,11 @@ pub enum ConfigError {
     PacketSize(usize),
     #[error("{0} traffic classes: at most 64 are supported")]
     TooManyClasses(usize),
+    #[error(
+        "traffic class '{0}' sets its own loss_recovery: classes share the session's loss \
+         recovery for now; remove the key or set the same method as [engine]"
+    )]
+    ClassLossRecovery(String),
 }
 
 impl Config {
@@ -204,6 +209,13 @@ impl Config {
         }
         if self.classes.len() > 64 {
             return Err(ConfigError::TooManyClasses(self.classes.len()));
+        }
+        if let Some(c) = self
+            .classes
+            .iter()
+            .find(|c| c.loss_recovery.is_some_and(|l| l != self.loss_recovery))
+        {
+            return Err(ConfigError::ClassLossRecovery(c.name.clone()));
         }
         Ok(())
     }
