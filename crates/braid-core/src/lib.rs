@@ -23,10 +23,13 @@ pub mod session;
 pub mod stats;
 pub mod time;
 
-pub use config::{Config, ConfigError, LossRecoveryKind, PathConfig, Role, SchedulerKind};
+pub use config::{
+    Config, ConfigError, EvolutionParams, LossRecoveryKind, LtParams, PathConfig,
+    ReedSolomonParams, RetransmitParams, Role, SchedulerKind, XorDecoder, XorParams,
+};
 pub use event::Event;
 pub use session::{HandleError, SendError, Session, Transmit};
-pub use stats::{PathStats, SessionStats};
+pub use stats::{LossRecoveryStats, PathStats, SessionStats};
 pub use time::Instant;
 
 /// Identifies one path of a session: the same number at both ends (carried in every

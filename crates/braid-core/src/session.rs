@@ -4,12 +4,12 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use braid_wire::{
-    Coded, ConfigMsg, Datagram, Header, Hello, Message, PathEntries, PathEntry, CODED_FIXED_LEN,
+    ConfigMsg, Datagram, Header, Hello, Message, PathEntries, PathEntry, CODED_FIXED_LEN,
     DATA_FIXED_LEN, HEADER_LEN, MAX_BITMAP_LEN, PATH_ENTRY_LEN,
 };
 
 use crate::config::ConfigError;
-use crate::fec::{LossRecovery, RecoveredSink, RepairBody};
+use crate::fec::{LossRecovery, RecoveredSink};
 use crate::path::{Path, SentKind};
 use crate::reorder::{Insert, Resequencer};
 use crate::sched::{PacketMeta, Scheduler};
@@ -124,7 +124,7 @@ impl Session {
         }
         Ok(Session {
             scheduler: crate::sched::build(config.scheduler),
-            recovery: crate::fec::build(config.loss_recovery),
+            recovery: crate::fec::build(config.loss_recovery, config.seed),
             reseq: Resequencer::new(config.hole_timeout, config.reorder_limit),
             send_queue: VecDeque::with_capacity(config.send_queue_limit.min(4096)),
             next_report_at: now + config.report_interval,
@@ -252,18 +252,9 @@ impl Session {
             self.recovery.on_ack(now, ack);
         }
         match d.message {
-            Message::Data { seq, payload } => {
-                self.recovery.on_data_received(now, seq, payload);
-                self.accept_data(now, seq, payload);
-            }
-            Message::Coded(coded) => {
-                let mut sink = Accept {
-                    reseq: &mut self.reseq,
-                    highest: &mut self.highest_rx_data,
-                    recovered: &mut self.stats.recovered,
-                    now,
-                };
-                self.recovery.on_coded_received(now, &coded, &mut sink);
+            Message::Data { seq, payload } => self.accept_data(now, seq, payload),
+            m @ (Message::Coded(_) | Message::Parity(_) | Message::Nack(_)) => {
+                self.accept_repair(now, &m)
             }
             Message::Report(entries) => {
                 self.stats.reports_received += 1;
@@ -310,10 +301,22 @@ impl Session {
         let mut sink = Accept {
             reseq: &mut self.reseq,
             highest: &mut self.highest_rx_data,
-            recovered: &mut 0,
+            recovered: &mut self.stats.recovered,
             now,
         };
         sink.accept(seq, payload);
+        self.recovery.on_data_received(now, seq, payload, &mut sink);
+    }
+
+    /// A coded packet, recovery shard or nack: the loss-recovery method's business.
+    fn accept_repair(&mut self, now: Instant, message: &Message<'_>) {
+        let mut sink = Accept {
+            reseq: &mut self.reseq,
+            highest: &mut self.highest_rx_data,
+            recovered: &mut self.stats.recovered,
+            now,
+        };
+        self.recovery.on_repair_received(now, message, &mut sink);
     }
 
     /// Writes the next datagram to send into `buf` (at least
@@ -468,19 +471,11 @@ impl Session {
     fn poll_repair(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let repair = self.recovery.poll_repair(now, &self.paths)?;
         let pi = self.index[usize::from(repair.path)].map(usize::from)?;
-        let message = match repair.body {
-            RepairBody::Coded {
-                seq,
-                len_xor,
-                bitmap,
-                payload,
-            } => Message::Coded(Coded {
-                seq,
-                len_xor,
-                bitmap,
-                payload,
-            }),
-            RepairBody::Retransmit { seq, payload } => Message::Data { seq, payload },
+        let message = repair.body.message();
+        let kind = if repair.body.is_feedback() {
+            SentKind::Control
+        } else {
+            SentKind::Repair
         };
         // `emit` needs `&mut self` while `message` borrows the recovery's buffers: emit
         // through a split borrow of the fields it touches.
@@ -496,11 +491,7 @@ impl Session {
         }
         .buffer_len();
         let path = &mut self.paths[pi];
-        let path_seq = path.on_send(
-            now,
-            wire_len + self.config.datagram_overhead,
-            SentKind::Repair,
-        );
+        let path_seq = path.on_send(now, wire_len + self.config.datagram_overhead, kind);
         let header = Header {
             session_id: self.config.session_id,
             path: path.id(),
@@ -516,7 +507,9 @@ impl Session {
                 len,
             });
         self.recovery.on_repair_sent(now);
-        self.stats.repair_sent += 1;
+        if kind == SentKind::Repair {
+            self.stats.repair_sent += 1;
+        }
         t
     }
 
@@ -563,7 +556,7 @@ impl Session {
             }
         };
         consider(self.reseq.poll_timeout());
-        consider(self.recovery.poll_timeout());
+        consider(self.recovery.poll_timeout(self.last_now, &self.paths));
         if self.rx_since_report {
             consider(Some(self.next_report_at));
         }
@@ -598,6 +591,7 @@ impl Session {
         let mut s = self.stats.clone();
         s.paths = self.paths.iter().map(|p| p.stats(self.last_now)).collect();
         s.reorder = self.reseq.stats();
+        s.loss_recovery = self.recovery.stats();
         s
     }
 

@@ -129,7 +129,9 @@ impl<'a> Parity<'a> {
         let index = r.u8()?;
         let shard = r.take(r.remaining())?;
         if data_count == 0 || parity_count == 0 {
-            return Err(Error::Malformed("parity block with no data or no parity shards"));
+            return Err(Error::Malformed(
+                "parity block with no data or no parity shards",
+            ));
         }
         if index >= parity_count {
             return Err(Error::Malformed("parity index beyond the parity count"));
