@@ -9,6 +9,7 @@
 //! - [`registry`]: the list of benchmarks by name.
 
 pub mod demo;
+mod fec_codec;
 pub mod registry;
 pub mod report;
 mod sim_speed;

@@ -2,7 +2,7 @@
 
 use crate::{Bench, BenchError};
 
-static ALL: &[&dyn Bench] = &[&crate::sim_speed::SimSpeed];
+static ALL: &[&dyn Bench] = &[&crate::sim_speed::SimSpeed, &crate::fec_codec::FecCodec];
 
 /// All benchmarks, in the order `braid bench --list` shows them.
 pub fn list() -> &'static [&'static dyn Bench] {

@@ -57,6 +57,14 @@ impl PacketCache {
         (s.seq == Some(seq)).then_some(s.packet.as_slice())
     }
 
+    /// Forgets data packet `seq`.
+    pub fn remove(&mut self, seq: u32) {
+        let s = &mut self.slots[seq as usize % CACHE_SLOTS];
+        if s.seq == Some(seq) {
+            s.seq = None;
+        }
+    }
+
     pub fn contains(&self, seq: u32) -> bool {
         self.slots[seq as usize % CACHE_SLOTS].seq == Some(seq)
     }

@@ -20,7 +20,7 @@ mod fixed;
 mod none;
 pub mod opportunistic;
 pub mod rng;
-mod rs;
+pub mod rs;
 pub mod window;
 pub mod xor;
 
