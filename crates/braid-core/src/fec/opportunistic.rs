@@ -28,6 +28,16 @@ use crate::{EvolutionParams, Instant, LtParams};
 /// 2040-packet reach.
 pub const MAX_WINDOW: usize = 1024;
 
+/// After a coded packet, its path waits this fraction of the packet's transmission time
+/// beyond the queue estimate's drain before the next one. PluriBus §4.2 relies on idle
+/// periods to reset the queue estimate's errors; back-to-back coding would never leave
+/// one, and an estimate a fraction of a percent fast (rounding, a capacity estimate a
+/// little high) would grow a real queue without bound. The headroom drains errors up to 5%.
+pub const CODED_HEADROOM: f64 = 0.05;
+/// Bytes a coded datagram carries besides its payload and bitmap, for the headroom: the
+/// braid header with ack, the coded fields, and the IPv4 and UDP headers.
+const CODED_DATAGRAM_EXTRA: usize = 20 + 7 + 28;
+
 /// How many packets a coded packet combines: the policy that tells Evolution from LT.
 pub trait Degree: Send {
     /// A data packet was sent on a path whose loss estimate is `p`; W now holds `n`
@@ -178,6 +188,8 @@ pub struct Opportunistic<D: Degree> {
     picks: Vec<u16>,
     decoder: XorDecoder,
     stats: LossRecoveryStats,
+    /// Per path id: no coded packet before this instant (see [`CODED_HEADROOM`]).
+    rest_until: Box<[Instant; 256]>,
 }
 
 /// Evolution codes sent opportunistically (PluriBus §4.1).
@@ -224,12 +236,19 @@ impl<D: Degree> Opportunistic<D> {
             picks: Vec::with_capacity(MAX_WINDOW),
             decoder: XorDecoder::new(decoder),
             stats: LossRecoveryStats::default(),
+            rest_until: Box::new([Instant::ZERO; 256]),
         }
     }
 
     /// The degree policy (for tests and inspection).
     pub fn degree_policy(&self) -> &D {
         &self.degree
+    }
+
+    /// Forgets the per-path rest after coded packets (tests that poll many at one instant).
+    #[cfg(test)]
+    pub(crate) fn unrest(&mut self) {
+        self.rest_until.fill(Instant::ZERO);
     }
 
     /// Packets in W.
@@ -241,6 +260,11 @@ impl<D: Degree> Opportunistic<D> {
     /// last round trip.
     fn wanted(&self, now: Instant) -> bool {
         !self.window.is_empty() && self.fresh_until.is_some_and(|t| now < t)
+    }
+
+    /// Whether `p` may carry a coded packet now: usable, queue estimated empty, rested.
+    fn open(&self, now: Instant, p: &Path) -> bool {
+        p.is_usable() && p.queue_is_empty(now) && self.rest_until[usize::from(p.id())] <= now
     }
 }
 
@@ -267,9 +291,7 @@ impl<D: Degree> LossRecovery for Opportunistic<D> {
         if !self.wanted(now) {
             return None;
         }
-        let path = paths
-            .iter()
-            .find(|p| p.is_usable() && p.queue_is_empty(now))?;
+        let path = paths.iter().find(|p| self.open(now, p))?;
         let n = self.window.len();
         let x = self.degree.degree(n, &mut self.rng).clamp(1, n);
         // A random x-subset of W: a partial Fisher-Yates shuffle of its indices.
@@ -289,6 +311,9 @@ impl<D: Degree> LossRecovery for Opportunistic<D> {
         }
         let x = self.builder.members();
         self.degree.on_coded_sent(x, path.loss_rate(), n);
+        let c = self.builder.coded();
+        let tx = path.transmission_time(c.payload.len() + c.bitmap.len() + CODED_DATAGRAM_EXTRA);
+        self.rest_until[usize::from(path.id())] = now + tx + tx.mul_f64(CODED_HEADROOM);
         self.stats.coded_sent += 1;
         self.stats.coded_members += x as u64;
         Some(Repair {
@@ -325,9 +350,9 @@ impl<D: Degree> LossRecovery for Opportunistic<D> {
         let until = self.fresh_until?;
         paths
             .iter()
-            .filter(|p| p.is_usable() && !p.queue_is_empty(now))
-            .map(|p| now + p.queue_delay(now))
-            .filter(|&t| t < until)
+            .filter(|p| p.is_usable() && !self.open(now, p))
+            .map(|p| (now + p.queue_delay(now)).max(self.rest_until[usize::from(p.id())]))
+            .filter(|&t| t > now && t < until)
             .min()
     }
 

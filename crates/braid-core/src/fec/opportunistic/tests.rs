@@ -169,8 +169,26 @@ fn coded_only_on_an_empty_queue_and_while_data_is_new() {
     // Drained: a coded packet; it occupies the queue in turn (one at a time).
     let rep = e.poll_repair(ms(50), std::slice::from_ref(&a)).unwrap();
     assert_eq!(rep.path, 0);
-    a.on_send(ms(50), 1000, SentKind::Repair);
+    let RepairBody::Coded(c) = rep.body else {
+        panic!()
+    };
+    let wire = c.payload.len() + c.bitmap.len() + 55;
+    a.on_send(ms(50), wire, SentKind::Repair);
     assert!(e.poll_repair(ms(50), std::slice::from_ref(&a)).is_none());
+    // The next waits for the drain plus 5% of the coded packet's transmission time, so
+    // the real queue gets idle moments that absorb estimate errors.
+    let tx = a.transmission_time(wire);
+    let rested = ms(50) + tx + tx.mul_f64(CODED_HEADROOM);
+    assert!(rested > ms(50) + tx);
+    assert_eq!(
+        e.poll_timeout(ms(50), std::slice::from_ref(&a)),
+        Some(rested)
+    );
+    assert!(e
+        .poll_repair(ms(50) + tx, std::slice::from_ref(&a))
+        .is_none());
+    assert!(e.poll_repair(rested, std::slice::from_ref(&a)).is_some());
+    a.on_send(rested, wire, SentKind::Repair);
     // Without an RTT sample the round trip is 500 ms, counted from when each packet leaves
     // the queue (the last at 50 ms): at 550 ms the data is no longer new and W has aged
     // out; nothing is sent and nothing is waited for.
@@ -207,6 +225,7 @@ fn members_are_random_distinct_and_never_all_of_w() {
     // p = 0 drives r to 1: x is capped at |W| - 1 = 9.
     let mut seen = std::collections::BTreeSet::new();
     for _ in 0..50 {
+        e.unrest();
         let m = members(&e.poll_repair(ms(1), std::slice::from_ref(&a)).unwrap());
         assert_eq!(m.len(), 9);
         let mut d = m.clone();
@@ -226,6 +245,8 @@ fn members_are_random_distinct_and_never_all_of_w() {
         first.on_data_sent(ms(0), s, &a, &[1]);
     }
     for _ in 0..10 {
+        again.unrest();
+        first.unrest();
         let x = members(&again.poll_repair(ms(1), std::slice::from_ref(&a)).unwrap());
         let y = members(&first.poll_repair(ms(1), std::slice::from_ref(&a)).unwrap());
         assert_eq!(x, y);
@@ -287,6 +308,7 @@ fn robust_soliton_matches_its_definition() {
     let mut counts = BTreeMap::new();
     let n = 20_000;
     for _ in 0..n {
+        lt.unrest();
         let d = members(&lt.poll_repair(ms(1), std::slice::from_ref(&a)).unwrap()).len();
         *counts.entry(d).or_insert(0u32) += 1;
     }
@@ -327,6 +349,7 @@ fn lt_packets_decode_like_the_reference_closure() {
         let got: Vec<u32> = (0..30).filter(|_| rng.f64() < 0.6).collect();
         let mut coded: Vec<OwnedCoded> = Vec::new();
         for _ in 0..15 {
+            lt.unrest();
             let rep = lt.poll_repair(ms(1), std::slice::from_ref(&a)).unwrap();
             let RepairBody::Coded(c) = rep.body else {
                 panic!()
