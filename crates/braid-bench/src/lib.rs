@@ -10,6 +10,7 @@
 
 pub mod demo;
 mod fec_codec;
+mod pluribus_coding;
 pub mod registry;
 pub mod report;
 mod sim_speed;

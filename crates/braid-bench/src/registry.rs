@@ -2,7 +2,13 @@
 
 use crate::{Bench, BenchError};
 
-static ALL: &[&dyn Bench] = &[&crate::sim_speed::SimSpeed, &crate::fec_codec::FecCodec];
+static ALL: &[&dyn Bench] = &[
+    &crate::sim_speed::SimSpeed,
+    &crate::fec_codec::FecCodec,
+    &crate::pluribus_coding::Fig10,
+    &crate::pluribus_coding::Fig12,
+    &crate::pluribus_coding::Fig13,
+];
 
 /// All benchmarks, in the order `braid bench --list` shows them.
 pub fn list() -> &'static [&'static dyn Bench] {
