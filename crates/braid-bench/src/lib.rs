@@ -10,8 +10,10 @@
 
 mod common;
 pub mod demo;
+mod fec_codec;
 mod never_worse;
 mod osctp_fig9;
+mod pluribus_coding;
 mod pluribus_fig15;
 mod pluribus_fig17;
 mod prism;

@@ -11,6 +11,10 @@ static ALL: &[&dyn Bench] = &[
     &crate::prism::PrismFig8,
     &crate::udp_aggregation::UdpAggregation,
     &crate::never_worse::NeverWorse,
+    &crate::fec_codec::FecCodec,
+    &crate::pluribus_coding::Fig10,
+    &crate::pluribus_coding::Fig12,
+    &crate::pluribus_coding::Fig13,
 ];
 
 /// All benchmarks, in the order `braid bench --list` shows them.

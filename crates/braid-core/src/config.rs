@@ -40,14 +40,344 @@ pub enum SchedulerKind {
     Redundant,
 }
 
-/// The loss-recovery method a session uses. Later issues add the rest behind
-/// [`crate::fec::LossRecovery`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// The loss-recovery method a session uses, with its parameters (docs/scenarios.md,
+/// `[engine]`). In TOML it is either a name, `loss_recovery = "evolution"`, which takes
+/// every parameter's default, or a table naming the kind and any parameters,
+/// `loss_recovery = { kind = "xor", redundancy_pct = 50 }`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum LossRecoveryKind {
     /// No loss masking: losses reach the inner transport.
     #[default]
     None,
+    /// Evolution codes sent opportunistically (PluriBus §4, §4.1).
+    Evolution(EvolutionParams),
+    /// LT codes (robust soliton degrees) sent opportunistically like Evolution (PluriBus
+    /// §6.4.1's rateless baseline).
+    Lt(LtParams),
+    /// A coded packet after every `100 / K` data packets, XOR of those still unacknowledged
+    /// (PluriBus §6.4.1's fixed-overhead baseline, a (K, 1) Maelstrom code).
+    Xor(XorParams),
+    /// Systematic Reed-Solomon over blocks of data packets, fixed overhead.
+    ReedSolomon(ReedSolomonParams),
+    /// Retransmission driven by the receiver's nacks (PluriBus §6.4.1's feedback baseline).
+    Retransmit(RetransmitParams),
+}
+
+/// How a receiver uses coded (XOR) packets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum XorDecoder {
+    /// PluriBus §4.1's assumption: a coded packet recovers its one missing member, or is
+    /// discarded.
+    #[default]
+    Immediate,
+    /// Undecodable coded packets are kept (bounded) and peeled as more members arrive.
+    Peeling,
+}
+
+/// Parameters of [`LossRecoveryKind::Evolution`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EvolutionParams {
+    /// Added to each path's loss estimate before the sender's `r` update uses it, clamped
+    /// to [0, 1] (PluriBus §6.4.2, Fig 12). In [-1, 1].
+    pub loss_offset: f64,
+    pub decoder: XorDecoder,
+}
+
+/// Parameters of [`LossRecoveryKind::Lt`]: the robust soliton distribution's `c` and `δ`
+/// (PluriBus §6.4.1 uses 0.9 and 0.1).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LtParams {
+    pub c: f64,
+    pub delta: f64,
+    pub decoder: XorDecoder,
+}
+
+/// Parameters of [`LossRecoveryKind::Xor`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct XorParams {
+    /// K: coded packets per 100 data packets, 1 to 100.
+    pub redundancy_pct: u32,
+    pub decoder: XorDecoder,
+}
+
+/// Parameters of [`LossRecoveryKind::ReedSolomon`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReedSolomonParams {
+    /// Recovery shards per 100 data packets (rounded up per block), 1 to 100.
+    pub redundancy_pct: u32,
+    /// Data packets per block, 1 to 255.
+    pub block: u32,
+    /// A block still short of `block` packets is coded once no data was sent for this long,
+    /// so the tail of a burst is protected too.
+    pub flush_ms: f64,
+}
+
+/// Parameters of [`LossRecoveryKind::Retransmit`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetransmitParams {
+    /// How long a gap in the data sequence must persist before the receiver nacks it, so
+    /// that reordering between paths is not taken for loss.
+    pub nack_delay_ms: f64,
+    /// Nacks per missing packet at most (each after about one RTT without it).
+    pub max_nacks: u32,
+}
+
+impl Default for EvolutionParams {
+    fn default() -> Self {
+        EvolutionParams {
+            loss_offset: 0.0,
+            decoder: XorDecoder::Immediate,
+        }
+    }
+}
+
+impl Default for LtParams {
+    fn default() -> Self {
+        LtParams {
+            c: 0.9,
+            delta: 0.1,
+            decoder: XorDecoder::Immediate,
+        }
+    }
+}
+
+impl Default for XorParams {
+    fn default() -> Self {
+        XorParams {
+            redundancy_pct: 10,
+            decoder: XorDecoder::Immediate,
+        }
+    }
+}
+
+impl Default for ReedSolomonParams {
+    fn default() -> Self {
+        ReedSolomonParams {
+            redundancy_pct: 10,
+            block: 10,
+            flush_ms: 10.0,
+        }
+    }
+}
+
+impl Default for RetransmitParams {
+    fn default() -> Self {
+        RetransmitParams {
+            nack_delay_ms: 5.0,
+            max_nacks: 3,
+        }
+    }
+}
+
+/// The table form of [`LossRecoveryKind`]; the name form is handled by hand.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+enum LossRecoveryTable {
+    None,
+    Evolution(EvolutionParams),
+    Lt(LtParams),
+    Xor(XorParams),
+    ReedSolomon(ReedSolomonParams),
+    Retransmit(RetransmitParams),
+}
+
+impl LossRecoveryKind {
+    /// Every kind's name, as written in configs.
+    pub const NAMES: [&'static str; 6] = [
+        "none",
+        "evolution",
+        "lt",
+        "xor",
+        "reed-solomon",
+        "retransmit",
+    ];
+
+    /// The kind called `name`, with default parameters.
+    pub fn from_name(name: &str) -> Option<LossRecoveryKind> {
+        Some(match name {
+            "none" => LossRecoveryKind::None,
+            "evolution" => LossRecoveryKind::Evolution(EvolutionParams::default()),
+            "lt" => LossRecoveryKind::Lt(LtParams::default()),
+            "xor" => LossRecoveryKind::Xor(XorParams::default()),
+            "reed-solomon" => LossRecoveryKind::ReedSolomon(ReedSolomonParams::default()),
+            "retransmit" => LossRecoveryKind::Retransmit(RetransmitParams::default()),
+            _ => return None,
+        })
+    }
+
+    /// The kind's name, as written in configs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            LossRecoveryKind::None => "none",
+            LossRecoveryKind::Evolution(_) => "evolution",
+            LossRecoveryKind::Lt(_) => "lt",
+            LossRecoveryKind::Xor(_) => "xor",
+            LossRecoveryKind::ReedSolomon(_) => "reed-solomon",
+            LossRecoveryKind::Retransmit(_) => "retransmit",
+        }
+    }
+
+    /// Checks the parameters.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::LossRecovery(m));
+        let ms = |v: f64, key: &str| {
+            if v.is_finite() && v >= 0.0 {
+                Ok(())
+            } else {
+                bad(format!("{key} = {v}: expected milliseconds >= 0"))
+            }
+        };
+        match *self {
+            LossRecoveryKind::None => Ok(()),
+            LossRecoveryKind::Evolution(p) => {
+                if (-1.0..=1.0).contains(&p.loss_offset) {
+                    Ok(())
+                } else {
+                    bad(format!("loss_offset = {}: expected -1 to 1", p.loss_offset))
+                }
+            }
+            LossRecoveryKind::Lt(p) => {
+                if !(p.c.is_finite() && p.c > 0.0) {
+                    bad(format!("c = {}: expected a number > 0", p.c))
+                } else if !(p.delta > 0.0 && p.delta < 1.0) {
+                    bad(format!("delta = {}: expected 0 < delta < 1", p.delta))
+                } else {
+                    Ok(())
+                }
+            }
+            LossRecoveryKind::Xor(p) => pct(p.redundancy_pct),
+            LossRecoveryKind::ReedSolomon(p) => {
+                pct(p.redundancy_pct)?;
+                if !(1..=255).contains(&p.block) {
+                    return bad(format!("block = {}: expected 1 to 255 packets", p.block));
+                }
+                ms(p.flush_ms, "flush_ms")
+            }
+            LossRecoveryKind::Retransmit(p) => {
+                if p.max_nacks == 0 {
+                    return bad("max_nacks = 0: expected at least 1".to_owned());
+                }
+                ms(p.nack_delay_ms, "nack_delay_ms")
+            }
+        }
+    }
+
+    fn table(self) -> LossRecoveryTable {
+        match self {
+            LossRecoveryKind::None => LossRecoveryTable::None,
+            LossRecoveryKind::Evolution(p) => LossRecoveryTable::Evolution(p),
+            LossRecoveryKind::Lt(p) => LossRecoveryTable::Lt(p),
+            LossRecoveryKind::Xor(p) => LossRecoveryTable::Xor(p),
+            LossRecoveryKind::ReedSolomon(p) => LossRecoveryTable::ReedSolomon(p),
+            LossRecoveryKind::Retransmit(p) => LossRecoveryTable::Retransmit(p),
+        }
+    }
+}
+
+fn pct(v: u32) -> Result<(), ConfigError> {
+    if (1..=100).contains(&v) {
+        Ok(())
+    } else {
+        Err(ConfigError::LossRecovery(format!(
+            "redundancy_pct = {v}: expected 1 to 100"
+        )))
+    }
+}
+
+impl From<LossRecoveryTable> for LossRecoveryKind {
+    fn from(t: LossRecoveryTable) -> Self {
+        match t {
+            LossRecoveryTable::None => LossRecoveryKind::None,
+            LossRecoveryTable::Evolution(p) => LossRecoveryKind::Evolution(p),
+            LossRecoveryTable::Lt(p) => LossRecoveryKind::Lt(p),
+            LossRecoveryTable::Xor(p) => LossRecoveryKind::Xor(p),
+            LossRecoveryTable::ReedSolomon(p) => LossRecoveryKind::ReedSolomon(p),
+            LossRecoveryTable::Retransmit(p) => LossRecoveryKind::Retransmit(p),
+        }
+    }
+}
+
+/// A label for reports: the name, then any parameter that differs from its default.
+impl std::fmt::Display for LossRecoveryKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())?;
+        let dec = |d: XorDecoder| match d {
+            XorDecoder::Immediate => "",
+            XorDecoder::Peeling => " peeling",
+        };
+        match *self {
+            LossRecoveryKind::None => Ok(()),
+            LossRecoveryKind::Evolution(p) => {
+                if p.loss_offset != 0.0 {
+                    write!(f, " offset {:+}", p.loss_offset)?;
+                }
+                f.write_str(dec(p.decoder))
+            }
+            LossRecoveryKind::Lt(p) => {
+                if p != LtParams::default() {
+                    write!(f, " c {} delta {}", p.c, p.delta)?;
+                }
+                f.write_str(dec(p.decoder))
+            }
+            LossRecoveryKind::Xor(p) => write!(f, " {}%{}", p.redundancy_pct, dec(p.decoder)),
+            LossRecoveryKind::ReedSolomon(p) => {
+                write!(f, " {}% of {}", p.redundancy_pct, p.block)
+            }
+            LossRecoveryKind::Retransmit(_) => Ok(()),
+        }
+    }
+}
+
+/// A name when every parameter has its default (so configs written as names stay names),
+/// otherwise the table.
+impl Serialize for LossRecoveryKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match LossRecoveryKind::from_name(self.name()) {
+            Some(d) if d == *self => s.serialize_str(self.name()),
+            _ => self.table().serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for LossRecoveryKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = LossRecoveryKind;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(
+                    f,
+                    "a loss-recovery name ({}) or a table {{ kind = \"...\", ... }}",
+                    LossRecoveryKind::NAMES.join(", ")
+                )
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                LossRecoveryKind::from_name(v)
+                    .ok_or_else(|| E::unknown_variant(v, &LossRecoveryKind::NAMES))
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let t = LossRecoveryTable::deserialize(
+                    serde::de::value::MapAccessDeserializer::new(map),
+                )?;
+                let kind = LossRecoveryKind::from(t);
+                kind.validate().map_err(serde::de::Error::custom)?;
+                Ok(kind)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 /// What one end knows about one of its paths before measuring it.
@@ -178,6 +508,8 @@ pub enum ConfigError {
          recovery for now; remove the key or set the same method as [engine]"
     )]
     ClassLossRecovery(String),
+    #[error("loss_recovery: {0}")]
+    LossRecovery(String),
 }
 
 impl Config {
@@ -210,13 +542,78 @@ impl Config {
         if self.classes.len() > 64 {
             return Err(ConfigError::TooManyClasses(self.classes.len()));
         }
-        if let Some(c) = self
-            .classes
-            .iter()
-            .find(|c| c.loss_recovery.is_some_and(|l| l != self.loss_recovery))
-        {
+        if let Some(c) = self.classes.iter().find(|c| {
+            c.loss_recovery
+                .as_ref()
+                .is_some_and(|l| *l != self.loss_recovery)
+        }) {
             return Err(ConfigError::ClassLossRecovery(c.name.clone()));
         }
-        Ok(())
+        self.loss_recovery.validate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize, Serialize)]
+    struct Engine {
+        loss_recovery: LossRecoveryKind,
+    }
+
+    fn parse(v: serde_json::Value) -> Result<LossRecoveryKind, String> {
+        serde_json::from_value::<Engine>(serde_json::json!({ "loss_recovery": v }))
+            .map(|e| e.loss_recovery)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn loss_recovery_is_a_name_or_a_table() {
+        use serde_json::json;
+        assert_eq!(
+            parse(json!("evolution")),
+            Ok(LossRecoveryKind::Evolution(EvolutionParams::default()))
+        );
+        assert_eq!(
+            parse(json!({ "kind": "xor", "redundancy_pct": 50 })),
+            Ok(LossRecoveryKind::Xor(XorParams {
+                redundancy_pct: 50,
+                ..XorParams::default()
+            }))
+        );
+        assert_eq!(
+            parse(json!({ "kind": "evolution", "loss_offset": -0.2, "decoder": "peeling" })),
+            Ok(LossRecoveryKind::Evolution(EvolutionParams {
+                loss_offset: -0.2,
+                decoder: XorDecoder::Peeling,
+            }))
+        );
+        let e = parse(json!("fountain")).unwrap_err();
+        assert!(e.contains("reed-solomon"), "{e}");
+        let e = parse(json!({ "kind": "xor", "redundancy_pct": 0 })).unwrap_err();
+        assert!(e.contains("redundancy_pct = 0"), "{e}");
+        let e = parse(json!({ "kind": "lt", "k": 3 })).unwrap_err();
+        assert!(e.contains("unknown field"), "{e}");
+        // Defaults serialize as names, anything else as a table; both read back.
+        for k in [
+            LossRecoveryKind::None,
+            LossRecoveryKind::Lt(LtParams::default()),
+            LossRecoveryKind::ReedSolomon(ReedSolomonParams {
+                block: 20,
+                ..ReedSolomonParams::default()
+            }),
+        ] {
+            let v = serde_json::to_value(Engine { loss_recovery: k }).unwrap();
+            assert_eq!(parse(v["loss_recovery"].clone()), Ok(k));
+        }
+        assert_eq!(
+            serde_json::to_value(LossRecoveryKind::None).unwrap(),
+            json!("none")
+        );
+        assert_eq!(
+            LossRecoveryKind::Xor(XorParams::default()).to_string(),
+            "xor 10%"
+        );
     }
 }

@@ -28,11 +28,12 @@ pub mod stats;
 pub mod time;
 
 pub use config::{
-    Config, ConfigError, HoleTimeoutMode, LossRecoveryKind, PathConfig, Role, SchedulerKind,
+    Config, ConfigError, EvolutionParams, HoleTimeoutMode, LossRecoveryKind, LtParams, PathConfig,
+    ReedSolomonParams, RetransmitParams, Role, SchedulerKind, XorDecoder, XorParams,
 };
 pub use event::Event;
 pub use session::{HandleError, Prediction, SendError, Session, Transmit};
-pub use stats::{PathStats, SessionStats};
+pub use stats::{LossRecoveryStats, PathStats, SessionStats};
 pub use time::Instant;
 
 /// Identifies one path of a session: the same number at both ends (carried in every

@@ -4,12 +4,12 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use braid_wire::{
-    Coded, ConfigMsg, Datagram, Header, Hello, Message, PathAck, PathEntries, PathEntry,
-    CODED_FIXED_LEN, HEADER_LEN, MAX_BITMAP_LEN, PATH_ENTRY_LEN,
+    ConfigMsg, Datagram, Header, Hello, Message, PathAck, PathEntries, PathEntry, CODED_FIXED_LEN,
+    HEADER_LEN, MAX_BITMAP_LEN, PATH_ENTRY_LEN,
 };
 
 use crate::config::ConfigError;
-use crate::fec::{LossRecovery, RecoveredSink, RepairBody};
+use crate::fec::{LossRecovery, RecoveredSink};
 use crate::path::{Path, SentKind};
 use crate::reorder::{Insert, Resequencer};
 use crate::sched::Scheduler;
@@ -135,7 +135,7 @@ impl Session {
         }
         Ok(Session {
             scheduling: schedule::Scheduling::new(&config),
-            recovery: crate::fec::build(config.loss_recovery),
+            recovery: crate::fec::build(config.loss_recovery, config.seed),
             ack_dirty: vec![false; list.len()],
             ack_cursor: 0,
             ack_pending_since: None,
@@ -284,22 +284,10 @@ impl Session {
         match d.message {
             Message::Data { seq, payload } => {
                 self.note_arrival(now, path, seq, payload);
-                self.recovery.on_data_received(now, seq, payload);
-                if d.header.unordered {
-                    self.reseq.insert_unordered(now, seq, payload);
-                    self.note_highest(seq);
-                } else {
-                    self.accept_data(now, seq, payload);
-                }
+                self.accept_data(now, seq, payload, d.header.unordered);
             }
-            Message::Coded(coded) => {
-                let mut sink = Accept {
-                    reseq: &mut self.reseq,
-                    highest: &mut self.highest_rx_data,
-                    recovered: &mut self.stats.recovered,
-                    now,
-                };
-                self.recovery.on_coded_received(now, &coded, &mut sink);
+            m @ (Message::Coded(_) | Message::Parity(_) | Message::Nack(_)) => {
+                self.accept_repair(now, &m)
             }
             Message::Report(entries) => {
                 self.stats.reports_received += 1;
@@ -346,23 +334,33 @@ impl Session {
         Ok(())
     }
 
-    fn note_highest(&mut self, seq: u32) {
-        if self
-            .highest_rx_data
-            .is_none_or(|h| seq.wrapping_sub(h) as i32 > 0)
-        {
-            self.highest_rx_data = Some(seq);
-        }
-    }
-
-    fn accept_data(&mut self, now: Instant, seq: u32, payload: &[u8]) {
+    /// A data packet from the peer: to the resequencing buffer (or straight out, when
+    /// `unordered`), and to the loss-recovery method (decoders keep it).
+    fn accept_data(&mut self, now: Instant, seq: u32, payload: &[u8], unordered: bool) {
         let mut sink = Accept {
             reseq: &mut self.reseq,
             highest: &mut self.highest_rx_data,
-            recovered: &mut 0,
+            recovered: &mut self.stats.recovered,
             now,
         };
-        sink.accept(seq, payload);
+        if unordered {
+            sink.note_highest(seq);
+            sink.reseq.insert_unordered(now, seq, payload);
+        } else {
+            sink.accept(seq, payload);
+        }
+        self.recovery.on_data_received(now, seq, payload, &mut sink);
+    }
+
+    /// A coded packet, recovery shard or nack: the loss-recovery method's business.
+    fn accept_repair(&mut self, now: Instant, message: &Message<'_>) {
+        let mut sink = Accept {
+            reseq: &mut self.reseq,
+            highest: &mut self.highest_rx_data,
+            recovered: &mut self.stats.recovered,
+            now,
+        };
+        self.recovery.on_repair_received(now, message, &mut sink);
     }
 
     /// Writes the next datagram to send into `buf` (at least
@@ -555,19 +553,11 @@ impl Session {
     fn poll_repair(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let repair = self.recovery.poll_repair(now, &self.paths)?;
         let pi = self.index[usize::from(repair.path)].map(usize::from)?;
-        let message = match repair.body {
-            RepairBody::Coded {
-                seq,
-                len_xor,
-                bitmap,
-                payload,
-            } => Message::Coded(Coded {
-                seq,
-                len_xor,
-                bitmap,
-                payload,
-            }),
-            RepairBody::Retransmit { seq, payload } => Message::Data { seq, payload },
+        let message = repair.body.message();
+        let kind = if repair.body.is_feedback() {
+            SentKind::Control
+        } else {
+            SentKind::Repair
         };
         // `emit` needs `&mut self` while `message` borrows the recovery's buffers: emit
         // through a split borrow of the fields it touches.
@@ -585,11 +575,7 @@ impl Session {
         }
         .buffer_len();
         let path = &mut self.paths[pi];
-        let path_seq = path.on_send(
-            now,
-            wire_len + self.config.datagram_overhead,
-            SentKind::Repair,
-        );
+        let path_seq = path.on_send(now, wire_len + self.config.datagram_overhead, kind);
         let header = Header {
             session_id: self.config.session_id,
             path: path.id(),
@@ -607,7 +593,9 @@ impl Session {
                 len,
             });
         self.recovery.on_repair_sent(now);
-        self.stats.repair_sent += 1;
+        if kind == SentKind::Repair {
+            self.stats.repair_sent += 1;
+        }
         t
     }
 
@@ -654,7 +642,7 @@ impl Session {
             }
         };
         consider(self.reseq.poll_timeout());
-        consider(self.recovery.poll_timeout());
+        consider(self.recovery.poll_timeout(self.last_now, &self.paths));
         if self.rx_since_report {
             consider(Some(self.next_report_at));
         }
@@ -691,6 +679,7 @@ impl Session {
         s.paths = self.paths.iter().map(|p| p.stats(self.last_now)).collect();
         s.reorder = self.reseq.stats();
         s.flows = self.scheduling.flows.stats();
+        s.loss_recovery = self.recovery.stats();
         s
     }
 
@@ -716,11 +705,14 @@ struct Accept<'a> {
 }
 
 impl Accept<'_> {
-    fn accept(&mut self, seq: u32, payload: &[u8]) -> Insert {
-        let newer = self.highest.is_none_or(|h| seq.wrapping_sub(h) as i32 > 0);
-        if newer {
+    fn note_highest(&mut self, seq: u32) {
+        if self.highest.is_none_or(|h| seq.wrapping_sub(h) as i32 > 0) {
             *self.highest = Some(seq);
         }
+    }
+
+    fn accept(&mut self, seq: u32, payload: &[u8]) -> Insert {
+        self.note_highest(seq);
         self.reseq.insert(self.now, seq, payload)
     }
 }

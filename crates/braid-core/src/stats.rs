@@ -76,4 +76,53 @@ pub struct SessionStats {
     pub events_dropped: u64,
     pub reorder: ReorderStats,
     pub flows: crate::flow::FlowStats,
+    /// The loss-recovery method's counters and state.
+    pub loss_recovery: LossRecoveryStats,
+}
+
+/// Counters and state of the session's loss-recovery method (`crate::fec`). Sender-side
+/// fields describe what this end sent; receiver-side fields what it received from the peer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LossRecoveryStats {
+    /// The method's name.
+    pub method: &'static str,
+    /// Coded (XOR) packets sent.
+    pub coded_sent: u64,
+    /// Data packets combined into them, summed (over `coded_sent`: the mean degree).
+    pub coded_members: u64,
+    /// Reed-Solomon recovery shards sent.
+    pub parity_sent: u64,
+    /// Data packets sent again after a nack.
+    pub retransmissions_sent: u64,
+    /// Nacked packets no longer held for retransmission.
+    pub nacked_unavailable: u64,
+    /// Nacks sent, and received.
+    pub nacks_sent: u64,
+    pub nacks_received: u64,
+    /// W of PluriBus §4.1: data packets in the sender's coding window now.
+    pub window: u64,
+    /// Packets pushed out of a full window.
+    pub window_drops: u64,
+    /// r of PluriBus §4.1: the estimated fraction of W present at the receiver.
+    pub present_fraction: f64,
+    /// Coded packets received.
+    pub coded_received: u64,
+    /// Coded packets with no missing member.
+    pub coded_redundant: u64,
+    /// Coded packets with more than one missing member on arrival.
+    pub coded_undecodable: u64,
+    /// Coded or parity packets inconsistent with the packets they name.
+    pub coded_malformed: u64,
+    /// Reed-Solomon recovery shards received.
+    pub parity_received: u64,
+    /// Blocks given up with packets still missing.
+    pub parity_blocks_failed: u64,
+    /// Data packets recovered (from coded packets or recovery shards).
+    pub recovered: u64,
+    /// Of those, recovered from coded packets kept for peeling.
+    pub recovered_by_peeling: u64,
+    /// Kept coded packets pushed out by newer ones.
+    pub held_evicted: u64,
+    /// Missing packets given up after the last nack.
+    pub nack_gave_up: u64,
 }

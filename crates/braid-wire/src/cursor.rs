@@ -40,6 +40,10 @@ impl<'a> Reader<'a> {
         self.buf
     }
 
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }

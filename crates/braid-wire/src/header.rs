@@ -41,6 +41,8 @@ pub enum MessageType {
     Hello = 5,
     Config = 6,
     AddressChange = 7,
+    Parity = 8,
+    Nack = 9,
 }
 
 impl MessageType {
@@ -53,6 +55,8 @@ impl MessageType {
             5 => MessageType::Hello,
             6 => MessageType::Config,
             7 => MessageType::AddressChange,
+            8 => MessageType::Parity,
+            9 => MessageType::Nack,
             other => return Err(Error::UnknownType(other)),
         })
     }

@@ -8,7 +8,7 @@
 //!
 //! - [`header`]: the 16-byte common header every message starts with.
 //! - [`message`]: the message bodies (data, coded, report, heartbeat, hello, config,
-//!   address change).
+//!   address change, Reed-Solomon parity, nack).
 
 mod cursor;
 pub mod header;
@@ -18,8 +18,9 @@ pub use header::{
     Header, MessageType, PathAck, FLAG_ACK, FLAG_PATH_ACK, FLAG_UNORDERED, HEADER_LEN, VERSION,
 };
 pub use message::{
-    Coded, ConfigMsg, Datagram, Hello, Message, PathEntries, PathEntry, CODED_FIXED_LEN,
-    DATA_FIXED_LEN, MAX_BITMAP_LEN, PATH_ENTRY_LEN,
+    Coded, ConfigMsg, Datagram, Hello, Message, Nack, Parity, PathEntries, PathEntry,
+    CODED_FIXED_LEN, DATA_FIXED_LEN, MAX_BITMAP_LEN, NACK_FIXED_LEN, PARITY_FIXED_LEN,
+    PATH_ENTRY_LEN,
 };
 
 /// Why a datagram could not be parsed or emitted.

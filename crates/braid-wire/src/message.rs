@@ -13,6 +13,10 @@ pub const DATA_FIXED_LEN: usize = 4;
 pub const CODED_FIXED_LEN: usize = 7;
 /// Longest composition bitmap: 255 bytes name up to 2040 packets below the highest member.
 pub const MAX_BITMAP_LEN: usize = 255;
+/// Bytes of a parity message body before the shard.
+pub const PARITY_FIXED_LEN: usize = 7;
+/// Bytes of a nack message body before the bitmap.
+pub const NACK_FIXED_LEN: usize = 5;
 /// Bytes of one path entry in a report.
 pub const PATH_ENTRY_LEN: usize = 28;
 
@@ -41,6 +45,10 @@ pub enum Message<'a> {
     Config(ConfigMsg),
     /// A path's local address changed.
     AddressChange(SocketAddr),
+    /// A Reed-Solomon recovery shard over a block of data packets.
+    Parity(Parity<'a>),
+    /// Data packets the receiver misses and asks to be sent again.
+    Nack(Nack<'a>),
 }
 
 impl Message<'_> {
@@ -53,6 +61,8 @@ impl Message<'_> {
             Message::Hello(_) => MessageType::Hello,
             Message::Config(_) => MessageType::Config,
             Message::AddressChange(_) => MessageType::AddressChange,
+            Message::Parity(_) => MessageType::Parity,
+            Message::Nack(_) => MessageType::Nack,
         }
     }
 }
@@ -90,6 +100,81 @@ impl<'a> Coded<'a> {
             .iter()
             .map(|b| b.count_ones() as usize)
             .sum::<usize>()
+    }
+}
+
+/// A Reed-Solomon recovery shard (docs/wire.md, "Parity"): shard `index` of `parity_count`
+/// computed over the `data_count` data packets numbered from `first`. Each data packet
+/// enters the code as an original shard holding its length (u16) and its bytes, zero-padded
+/// to the shard length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parity<'a> {
+    /// Data sequence number of the block's first packet.
+    pub first: u32,
+    /// Data packets in the block (at least 1).
+    pub data_count: u8,
+    /// Recovery shards computed for the block (at least 1).
+    pub parity_count: u8,
+    /// Which recovery shard this is, below `parity_count`.
+    pub index: u8,
+    /// The recovery shard: non-empty, even length, the same for every shard of the block.
+    pub shard: &'a [u8],
+}
+
+impl<'a> Parity<'a> {
+    fn parse(r: &mut Reader<'a>) -> Result<Parity<'a>> {
+        let first = r.u32()?;
+        let data_count = r.u8()?;
+        let parity_count = r.u8()?;
+        let index = r.u8()?;
+        let shard = r.take(r.remaining())?;
+        if data_count == 0 || parity_count == 0 {
+            return Err(Error::Malformed(
+                "parity block with no data or no parity shards",
+            ));
+        }
+        if index >= parity_count {
+            return Err(Error::Malformed("parity index beyond the parity count"));
+        }
+        if shard.is_empty() || shard.len() % 2 != 0 {
+            return Err(Error::Malformed("parity shard length is zero or odd"));
+        }
+        Ok(Parity {
+            first,
+            data_count,
+            parity_count,
+            index,
+            shard,
+        })
+    }
+
+    /// The data sequence numbers the block covers.
+    pub fn members(&self) -> impl Iterator<Item = u32> {
+        let first = self.first;
+        (0..u32::from(self.data_count)).map(move |i| first.wrapping_add(i))
+    }
+}
+
+/// Data packets a receiver misses (docs/wire.md, "Nack"): `first`, and `first + 1 + (8 j +
+/// i)` for every bit `i` of bitmap byte `j` that is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Nack<'a> {
+    /// The lowest missing data sequence number.
+    pub first: u32,
+    /// At most [`MAX_BITMAP_LEN`] bytes.
+    pub bitmap: &'a [u8],
+}
+
+impl<'a> Nack<'a> {
+    /// The missing data sequence numbers, lowest first.
+    pub fn missing(&self) -> impl Iterator<Item = u32> + 'a {
+        let first = self.first;
+        let bitmap = self.bitmap;
+        std::iter::once(first).chain(bitmap.iter().enumerate().flat_map(move |(j, &byte)| {
+            (0..8u32)
+                .filter(move |i| byte & (1 << i) != 0)
+                .map(move |i| first.wrapping_add(1 + 8 * j as u32 + i))
+        }))
     }
 }
 
@@ -418,6 +503,16 @@ impl<'a> Datagram<'a> {
             MessageType::Hello => Message::Hello(Hello::parse(r.rest())?),
             MessageType::Config => Message::Config(ConfigMsg::parse(r.rest())?),
             MessageType::AddressChange => Message::AddressChange(parse_address(r.rest())?),
+            MessageType::Parity => Message::Parity(Parity::parse(&mut r)?),
+            MessageType::Nack => {
+                let first = r.u32()?;
+                let n = r.u8()?;
+                let bitmap = r.take(usize::from(n))?;
+                if !r.is_empty() {
+                    return Err(Error::Malformed("trailing bytes after nack bitmap"));
+                }
+                Message::Nack(Nack { first, bitmap })
+            }
         };
         Ok(Datagram { header, message })
     }
@@ -433,6 +528,8 @@ impl<'a> Datagram<'a> {
                 Message::Hello(h) => h.buffer_len(),
                 Message::Config(c) => c.buffer_len(),
                 Message::AddressChange(a) => 3 + if a.is_ipv4() { 4 } else { 16 },
+                Message::Parity(p) => PARITY_FIXED_LEN + p.shard.len(),
+                Message::Nack(n) => NACK_FIXED_LEN + n.bitmap.len(),
             }
     }
 
@@ -484,6 +581,18 @@ impl<'a> Datagram<'a> {
                     w.put(&ip.octets())?;
                 }
             },
+            Message::Parity(p) => {
+                w.u32(p.first)?;
+                w.put(&[p.data_count, p.parity_count, p.index])?;
+                w.put(p.shard)?;
+            }
+            Message::Nack(n) => {
+                let len = u8::try_from(n.bitmap.len())
+                    .map_err(|_| Error::Malformed("nack bitmap longer than 255 bytes"))?;
+                w.u32(n.first)?;
+                w.u8(len)?;
+                w.put(n.bitmap)?;
+            }
         }
         Ok(w.pos())
     }

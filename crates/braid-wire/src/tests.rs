@@ -100,6 +100,21 @@ fn every_message_round_trips() {
         }),
         Message::AddressChange(SocketAddr::from(([192, 0, 2, 1], 4500))),
         Message::AddressChange("[2001:db8::1]:9".parse().unwrap()),
+        Message::Parity(Parity {
+            first: 40,
+            data_count: 10,
+            parity_count: 2,
+            index: 1,
+            shard: &[9; 1402],
+        }),
+        Message::Nack(Nack {
+            first: 7,
+            bitmap: &[],
+        }),
+        Message::Nack(Nack {
+            first: u32::MAX,
+            bitmap: &[0b101, 0, 1],
+        }),
     ];
     for m in msgs {
         round_trip(Datagram {
@@ -146,6 +161,73 @@ fn coded_members_follow_the_bitmap() {
         payload: &[],
     };
     assert_eq!(c.members().collect::<Vec<_>>(), vec![0, u32::MAX]);
+}
+
+#[test]
+fn parity_layout_and_members() {
+    let d = Datagram {
+        header: header(None),
+        message: Message::Parity(Parity {
+            first: 0x0102_0304,
+            data_count: 3,
+            parity_count: 2,
+            index: 1,
+            shard: &[0xaa, 0xbb],
+        }),
+    };
+    let mut buf = [0u8; 64];
+    let n = d.emit(&mut buf).unwrap();
+    assert_eq!(&buf[16..n], &[1, 2, 3, 4, 3, 2, 1, 0xaa, 0xbb]);
+    let Message::Parity(p) = Datagram::parse(&buf[..n]).unwrap().message else {
+        panic!("not parity");
+    };
+    assert_eq!(
+        p.members().collect::<Vec<_>>(),
+        vec![0x0102_0304, 0x0102_0305, 0x0102_0306]
+    );
+    // Index not below the count, an odd shard, an empty shard, zero counts: all malformed.
+    for (i, v) in [(22, 2), (n - 1, 0), (23, 0)] {
+        let mut b = buf[..n].to_vec();
+        if v == 0 {
+            b.truncate(i);
+        } else {
+            b[i] = v;
+        }
+        assert!(
+            matches!(Datagram::parse(&b), Err(Error::Malformed(_))),
+            "{i} {v}"
+        );
+    }
+    let mut b = buf[..n].to_vec();
+    b[20] = 0;
+    assert!(matches!(Datagram::parse(&b), Err(Error::Malformed(_))));
+}
+
+#[test]
+fn nack_names_missing_packets_upwards() {
+    let n = Nack {
+        first: 10,
+        bitmap: &[0b0000_0101, 0b1000_0000],
+    };
+    // 10, then bit 0 → 11, bit 2 → 13, bit 7 of byte 1 → 10 + 1 + 15 = 26.
+    assert_eq!(n.missing().collect::<Vec<_>>(), vec![10, 11, 13, 26]);
+    let w = Nack {
+        first: u32::MAX,
+        bitmap: &[1],
+    };
+    assert_eq!(w.missing().collect::<Vec<_>>(), vec![u32::MAX, 0]);
+    // Trailing bytes after the bitmap are malformed.
+    let d = Datagram {
+        header: header(None),
+        message: Message::Nack(n),
+    };
+    let mut buf = [0u8; 64];
+    let len = d.emit(&mut buf).unwrap();
+    assert_eq!(&buf[16..len], &[0, 0, 0, 10, 2, 0b101, 0x80]);
+    assert!(matches!(
+        Datagram::parse(&buf[..len + 1]),
+        Err(Error::Malformed(_))
+    ));
 }
 
 #[test]
@@ -236,7 +318,7 @@ proptest! {
 
     /// Random bytes behind a valid header reach every message parser.
     #[test]
-    fn bodies_never_panic(kind in 0u8..10, flags in any::<u8>(), body in proptest::collection::vec(any::<u8>(), 0..120)) {
+    fn bodies_never_panic(kind in 0u8..12, flags in any::<u8>(), body in proptest::collection::vec(any::<u8>(), 0..120)) {
         let mut bytes = vec![VERSION, kind, 0, flags, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0];
         bytes.extend_from_slice(&body);
         let _ = Datagram::parse(&bytes);

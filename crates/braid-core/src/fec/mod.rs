@@ -1,16 +1,40 @@
 //! Loss recovery: how the sender masks path losses from the inner transport.
 //!
 //! Every method implements [`LossRecovery`]; the session feeds it what is sent and
-//! acknowledged and what arrives, and asks it for repair datagrams (coded packets or
-//! retransmissions) whenever data has been sent. Implementations:
+//! acknowledged and what arrives, and asks it for repair datagrams (coded packets, recovery
+//! shards, retransmissions, nacks) after data. Implementations:
 //! - [`NoRecovery`]: losses reach the inner transport.
+//! - [`Evolution`]: Evolution codes sent opportunistically (PluriBus §4, §4.1), the method
+//!   PluriBus proposes.
+//! - [`Lt`]: LT codes with robust soliton degrees, sent opportunistically (§6.4.1).
+//! - [`FixedXor`]: a coded packet after every `100 / K` data packets (§6.4.1, Maelstrom).
+//! - [`ReedSolomon`]: systematic Reed-Solomon over fixed blocks, fixed overhead.
+//! - [`Retransmit`]: retransmission driven by the receiver's nacks (§6.4.1).
+//!
+//! Shared parts: [`window`] (the sender's W), [`xor`] (coding), [`decoder`] (the receiver's
+//! packet cache and XOR decoder), [`rng`] (seeded choices).
 
+mod arq;
+pub mod decoder;
+mod fixed;
 mod none;
+pub mod opportunistic;
+pub mod rng;
+pub mod rs;
+pub mod window;
+pub mod xor;
 
+pub use arq::Retransmit;
+pub use fixed::FixedXor;
 pub use none::NoRecovery;
+pub use opportunistic::{evolution_degree, robust_soliton_cdf, Evolution, Lt};
+pub use rs::ReedSolomon;
+
+use braid_wire::{Coded, Message, Nack, Parity};
 
 use crate::path::Path;
-use crate::{Instant, PathId};
+use crate::stats::LossRecoveryStats;
+use crate::{Instant, LossRecoveryKind, PathId};
 
 /// A repair datagram the loss-recovery method wants sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,14 +48,30 @@ pub struct Repair<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RepairBody<'a> {
     /// A coded packet: the XOR of data packets (docs/wire.md, "Coded").
-    Coded {
-        seq: u32,
-        len_xor: u16,
-        bitmap: &'a [u8],
-        payload: &'a [u8],
-    },
+    Coded(Coded<'a>),
     /// A data packet sent again.
     Retransmit { seq: u32, payload: &'a [u8] },
+    /// A Reed-Solomon recovery shard (docs/wire.md, "Parity").
+    Parity(Parity<'a>),
+    /// The receiver's request for missing packets (docs/wire.md, "Nack").
+    Nack(Nack<'a>),
+}
+
+impl<'a> RepairBody<'a> {
+    /// The wire message that carries it.
+    pub fn message(&self) -> Message<'a> {
+        match *self {
+            RepairBody::Coded(c) => Message::Coded(c),
+            RepairBody::Retransmit { seq, payload } => Message::Data { seq, payload },
+            RepairBody::Parity(p) => Message::Parity(p),
+            RepairBody::Nack(n) => Message::Nack(n),
+        }
+    }
+
+    /// Feedback to the peer's sender rather than redundancy for our data.
+    pub fn is_feedback(&self) -> bool {
+        matches!(self, RepairBody::Nack(_))
+    }
 }
 
 /// A packet the receiver side recovered, handed back to the session for resequencing.
@@ -48,7 +88,8 @@ pub trait LossRecovery: Send {
     /// The peer reports it has received data packets up to `highest` (PluriBus §4.1 iii).
     fn on_ack(&mut self, _now: Instant, _highest: u32) {}
 
-    /// Offers the chance to send a repair datagram now. Called repeatedly until `None`.
+    /// Offers the chance to send a repair datagram now. Called repeatedly until `None`; a
+    /// returned repair is sent.
     fn poll_repair(&mut self, _now: Instant, _paths: &[Path]) -> Option<Repair<'_>> {
         None
     }
@@ -56,32 +97,71 @@ pub trait LossRecovery: Send {
     /// A repair datagram was sent (after [`LossRecovery::poll_repair`] returned it).
     fn on_repair_sent(&mut self, _now: Instant) {}
 
-    /// A data packet arrived from the peer (kept by decoders to recover others later).
-    fn on_data_received(&mut self, _now: Instant, _seq: u32, _payload: &[u8]) {}
-
-    /// A coded packet arrived; packets it recovers go to `sink`.
-    fn on_coded_received(
+    /// A data packet arrived from the peer (kept by decoders to recover others; it may
+    /// complete earlier repair packets, whose recoveries go to `sink`).
+    fn on_data_received(
         &mut self,
         _now: Instant,
-        _coded: &braid_wire::Coded<'_>,
+        _seq: u32,
+        _payload: &[u8],
         _sink: &mut dyn RecoveredSink,
     ) {
     }
 
-    /// When the method next needs [`LossRecovery::handle_timeout`].
-    fn poll_timeout(&self) -> Option<Instant> {
+    /// A repair or feedback message (Coded, Parity, Nack) arrived; packets it recovers go
+    /// to `sink`. Other messages are ignored.
+    fn on_repair_received(
+        &mut self,
+        _now: Instant,
+        _message: &Message<'_>,
+        _sink: &mut dyn RecoveredSink,
+    ) {
+    }
+
+    /// When the method next wants [`LossRecovery::handle_timeout`] or
+    /// [`LossRecovery::poll_repair`], as of `now`: a timer, or the instant a path's queue
+    /// estimate drains while opportunistic coding is wanted.
+    fn poll_timeout(&self, _now: Instant, _paths: &[Path]) -> Option<Instant> {
         None
     }
 
     fn handle_timeout(&mut self, _now: Instant) {}
 
+    /// Counters and state.
+    fn stats(&self) -> LossRecoveryStats {
+        LossRecoveryStats {
+            method: self.name(),
+            ..LossRecoveryStats::default()
+        }
+    }
+
     /// Short name for reports.
     fn name(&self) -> &'static str;
 }
 
-/// Builds the loss-recovery method a config names.
-pub fn build(kind: crate::LossRecoveryKind) -> Box<dyn LossRecovery> {
+/// Builds the loss-recovery method a config names; its random choices come from `seed`.
+pub fn build(kind: LossRecoveryKind, seed: u64) -> Box<dyn LossRecovery> {
     match kind {
-        crate::LossRecoveryKind::None => Box::new(NoRecovery),
+        LossRecoveryKind::None => Box::new(NoRecovery),
+        LossRecoveryKind::Evolution(p) => Box::new(Evolution::new(p, seed)),
+        LossRecoveryKind::Lt(p) => Box::new(Lt::new(p, seed)),
+        LossRecoveryKind::Xor(p) => Box::new(FixedXor::new(p)),
+        LossRecoveryKind::ReedSolomon(p) => Box::new(ReedSolomon::new(p)),
+        LossRecoveryKind::Retransmit(p) => Box::new(Retransmit::new(p)),
     }
 }
+
+/// The usable path expected to deliver a small datagram sent now first (PluriBus §4.3's
+/// estimate, or the shortest queue before delays are known): where retransmissions and
+/// nacks go.
+pub(crate) fn fastest_path(now: Instant, paths: &[Path]) -> Option<&Path> {
+    paths.iter().filter(|p| p.is_usable()).min_by_key(|p| {
+        (
+            p.predicted_delivery_us(now, 100).unwrap_or(i64::MAX),
+            p.queue_delay(now),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests;

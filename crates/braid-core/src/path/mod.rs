@@ -21,8 +21,6 @@ pub const QUEUE_TOLERANCE: Duration = Duration::from_millis(2);
 /// Weight per datagram of the sender's long-term loss average (memory of a few hundred
 /// datagrams), from the peer's per-path acknowledgements.
 pub const LONG_LOSS_WEIGHT: f64 = 1.0 / 256.0;
-/// How fast the longest wait observed is forgotten (time constant).
-pub const BUFFER_MEMORY: Duration = Duration::from_secs(30);
 pub mod loss;
 pub mod queue;
 pub mod rtt;
@@ -74,9 +72,6 @@ struct TxState {
     sent_ring: Vec<(u32, Instant, Duration, i64)>,
     /// Queue model corrections applied.
     queue_corrections: u64,
-    /// The longest wait the peer observed recently (decaying), µs, and when: the depth of
-    /// the bottleneck's buffer, beyond which the model must not grow.
-    longest_wait: Option<(f64, Instant)>,
     /// Changes of `capacity_bps` from reports, and the smallest value it took.
     capacity_changes: u64,
     capacity_min: u64,
@@ -130,7 +125,6 @@ impl Path {
                 last_tx: None,
                 sent_ring: Vec::new(),
                 queue_corrections: 0,
-                longest_wait: None,
                 capacity_changes: 0,
                 capacity_min: cfg.tx_capacity_bps.max(1),
                 packets: 0,
@@ -232,19 +226,6 @@ impl Path {
         self.tx.long_loss
     }
 
-    /// Whether the path's bottleneck buffer is (nearly) full: its modeled queue reaches
-    /// nine tenths of the longest wait the peer observed recently, so more data would be
-    /// dropped rather than queued. `false` until a wait has been observed.
-    pub fn buffer_full(&self, now: Instant) -> bool {
-        let Some((us, at)) = self.tx.longest_wait else {
-            return false;
-        };
-        let longest = us
-            * (-now.saturating_duration_since(at).as_secs_f64() / BUFFER_MEMORY.as_secs_f64())
-                .exp();
-        longest > 20_000.0 && self.queue_delay(now).as_secs_f64() * 1e6 >= 0.9 * longest
-    }
-
     /// Smoothed round-trip time, once measured.
     pub fn srtt(&self) -> Option<Duration> {
         self.tx.rtt.srtt()
@@ -303,9 +284,6 @@ impl Path {
         let shifted = self.tx.queue.shifted_us();
         self.tx.sent_ring[seq as usize % SENT_RING] = (seq, now, predicted, shifted);
         self.tx.queue.on_send(now, wire_bytes, self.tx.capacity_bps);
-        if let Some(cap) = self.buffer_cap(now) {
-            self.tx.queue.cap(now, cap);
-        }
         self.tx.last_tx = Some(now);
         self.tx.packets += 1;
         self.tx.bytes += wire_bytes as u64;
@@ -407,24 +385,8 @@ impl Path {
         }
     }
 
-    /// The most the queue model may hold: the longest wait observed recently with a
-    /// quarter of headroom and 10 ms, once anything was observed.
-    fn buffer_cap(&self, now: Instant) -> Option<Duration> {
-        let (us, at) = self.tx.longest_wait?;
-        let decayed = us
-            * (-now.saturating_duration_since(at).as_secs_f64() / BUFFER_MEMORY.as_secs_f64())
-                .exp();
-        Some(Duration::from_secs_f64(decayed * 1.25 / 1e6) + Duration::from_millis(10))
-    }
-
     /// Corrects the queue model with the wait the peer observed for datagram `seq`.
     pub(crate) fn on_queue_report(&mut self, now: Instant, seq: u32, queue_us: u32) {
-        let observed = f64::from(queue_us);
-        let kept = self.tx.longest_wait.map_or(0.0, |(us, at)| {
-            us * (-now.saturating_duration_since(at).as_secs_f64() / BUFFER_MEMORY.as_secs_f64())
-                .exp()
-        });
-        self.tx.longest_wait = Some((observed.max(kept), now));
         let Some(&(s, sent, predicted, shifted)) = self.tx.sent_ring.get(seq as usize % SENT_RING)
         else {
             return;

@@ -86,16 +86,6 @@ impl QueueEstimate {
     pub fn on_send(&mut self, now: Instant, wire_bytes: usize, capacity_bps: u64) {
         self.drain_at = self.drain_at.max(now) + transmission_time(wire_bytes, capacity_bps);
     }
-
-    /// Limits the queue to `cap` at `now`: a bottleneck buffer holds no more, and datagrams
-    /// beyond it are dropped, not queued.
-    pub fn cap(&mut self, now: Instant, cap: Duration) {
-        let limit = now + cap;
-        if self.drain_at > limit {
-            self.shifted_us -= (self.drain_at - limit).as_micros() as i64;
-            self.drain_at = limit;
-        }
-    }
 }
 
 /// `PacketSize / PathCapacity`: the time to serialize `wire_bytes` at `capacity_bps`. A zero

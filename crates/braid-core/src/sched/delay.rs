@@ -9,12 +9,6 @@
 //! A path the peer has not yet reported a delay for is assumed as fast as the fastest known
 //! path (so it gets tried and measured); before any report, all paths compare by queue and
 //! transmission time alone.
-//!
-//! One addition: a path whose bottleneck buffer is full ([`Path::buffer_full`]: its queue
-//! reaches the longest wait ever observed on it) is passed over while another is not, since
-//! a packet sent there would be dropped, not delayed. Without this, a 20 ms path with a
-//! 250 ms buffer beside a 300 ms path drops packets and never uses the second path, whose
-//! delay the first one's queue can never reach.
 
 use super::{candidates, Choice, PacketMeta, Scheduler};
 use crate::path::Path;
@@ -44,7 +38,7 @@ pub(crate) fn predictions(
 impl Scheduler for DelayBased {
     fn select(&mut self, now: Instant, packet: &PacketMeta<'_>, paths: &[Path]) -> Choice {
         let pick = predictions(now, packet.wire_bytes, paths)
-            .min_by_key(|&(i, t)| (paths[i].buffer_full(now), t, paths[i].id()))
+            .min_by_key(|&(i, t)| (t, paths[i].id()))
             .map_or(0, |(i, _)| i);
         Choice::Path(paths[pick].id())
     }
