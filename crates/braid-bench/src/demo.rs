@@ -43,7 +43,16 @@ pub fn run(opts: &mut Options<'_>) -> Result<BenchReport, BenchError> {
         s.engine.direct = Some(p.name.clone());
         variants.push((format!("{} only", p.name), s));
     }
-    let braid_name = format!("braid ({})", crate::kebab(&base.engine.scheduler));
+    // Connection-level striping, what a multi-WAN router does.
+    let mut mcp = base.clone();
+    mcp.engine.scheduler = braid_core::SchedulerKind::MinConnPath;
+    mcp.engine.loss_recovery = braid_core::LossRecoveryKind::None;
+    variants.push(("per-connection striping".to_owned(), mcp));
+    let braid_name = format!(
+        "braid ({} + {})",
+        crate::kebab(&base.engine.scheduler),
+        base.engine.loss_recovery
+    );
     variants.push((braid_name.clone(), base.clone()));
 
     let mut table = Table::new(["system", "flows done", "FCT median ms", "p25", "p75", "p95"]);
@@ -69,7 +78,7 @@ pub fn run(opts: &mut Options<'_>) -> Result<BenchReport, BenchError> {
         systems.insert(name.clone(), json!({ "flows": f }));
     }
     let braid = medians.last().map_or(f64::NAN, |m| m.1);
-    let best_single = medians[..medians.len() - 1]
+    let best_single = medians[..base.paths.len()]
         .iter()
         .map(|m| m.1)
         .fold(f64::INFINITY, f64::min);

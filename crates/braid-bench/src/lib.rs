@@ -13,6 +13,7 @@ pub mod demo;
 mod fec_codec;
 mod never_worse;
 mod osctp_fig9;
+mod pluribus_bus;
 mod pluribus_coding;
 mod pluribus_fig15;
 mod pluribus_fig17;

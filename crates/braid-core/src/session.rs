@@ -370,7 +370,8 @@ impl Session {
         if self.guard_due {
             self.guard_due = false;
             if self.config.loss_guard {
-                crate::sched::guard::update(&mut self.paths);
+                let masked = self.config.loss_recovery != crate::LossRecoveryKind::None;
+                crate::sched::guard::update(&mut self.paths, masked);
             }
         }
         if let Some(t) = self.poll_config(now, buf) {

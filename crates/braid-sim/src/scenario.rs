@@ -92,6 +92,8 @@ pub struct EngineSection {
     /// Traffic classes (`[[engine.class]]`), each with its own scheduler.
     #[serde(rename = "class", default)]
     pub classes: Vec<ClassConfig>,
+    /// Set aside paths that lose far more than the best one (default true).
+    pub loss_guard: Option<bool>,
     /// Log each data packet's predicted and actual delivery (for analyses of the delay
     /// estimator; costs memory on long runs).
     #[serde(default)]
@@ -265,6 +267,9 @@ impl Scenario {
             ..Config::default()
         };
         let ms = |v: f64| Duration::from_secs_f64(v / 1e3);
+        if let Some(g) = self.engine.loss_guard {
+            c.loss_guard = g;
+        }
         if let Some(v) = self.engine.hole_timeout_ms {
             c.hole_timeout = ms(v);
         }

@@ -202,7 +202,7 @@ impl World {
                 let system = format!(
                     "braid {}/{}",
                     kebab(&config.scheduler),
-                    kebab(&config.loss_recovery)
+                    config.loss_recovery
                 );
                 let gateway =
                     Session::new(config.clone(), Role::Gateway, &gw_paths, Instant::ZERO)?;

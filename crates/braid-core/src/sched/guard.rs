@@ -10,19 +10,25 @@
 //! [`RELEASE`] of that threshold (hysteresis, so it does not flap). Guarded paths keep
 //! their heartbeats, reports and measurements, carry redundant copies, and return as soon
 //! as they improve. At least one path is always left unguarded.
+//!
+//! When a loss-recovery method masks losses (Evolution codes, retransmission, ...), a
+//! moderately lossy path is worth using, as PluriBus uses its 5%-loss WiMax link: the
+//! absolute threshold is then [`ABSOLUTE_MASKED`] instead.
 
 use crate::path::Path;
 
 /// Loss rates up to this never trigger the guard.
 pub const ABSOLUTE: f64 = 0.03;
+/// The same when a loss-recovery method masks losses.
+pub const ABSOLUTE_MASKED: f64 = 0.15;
 /// A path must lose this many times more than the best path to be guarded.
 pub const RELATIVE: f64 = 3.0;
 /// A guarded path is released below this fraction of its threshold.
 pub const RELEASE: f64 = 0.7;
 
-/// Updates every path's guard from the current loss estimates. Returns whether any path
-/// changed state.
-pub fn update(paths: &mut [Path]) -> bool {
+/// Updates every path's guard from the current loss estimates; `masked` when a
+/// loss-recovery method is active. Returns whether any path changed state.
+pub fn update(paths: &mut [Path], masked: bool) -> bool {
     let best = paths
         .iter()
         .filter(|p| p.is_live())
@@ -31,7 +37,8 @@ pub fn update(paths: &mut [Path]) -> bool {
     if !best.is_finite() {
         return false;
     }
-    let threshold = ABSOLUTE.max(RELATIVE * best);
+    let absolute = if masked { ABSOLUTE_MASKED } else { ABSOLUTE };
+    let threshold = absolute.max(RELATIVE * best);
     let mut changed = false;
     for p in paths.iter_mut() {
         let loss = p.long_loss_rate();
@@ -63,7 +70,7 @@ mod tests {
         ps[0].set_loss_for_test(0.001);
         ps[1].set_loss_for_test(0.02);
         ps[2].set_loss_for_test(0.30);
-        assert!(update(&mut ps));
+        assert!(update(&mut ps, false));
         assert_eq!(
             ps.iter().map(Path::is_loss_guarded).collect::<Vec<_>>(),
             vec![false, false, true]
@@ -73,8 +80,22 @@ mod tests {
         for p in &mut ps {
             p.set_loss_for_test(0.2);
         }
-        update(&mut ps);
+        update(&mut ps, false);
         assert!(ps.iter().all(|p| !p.is_loss_guarded()));
+    }
+
+    #[test]
+    fn masking_raises_the_bar() {
+        let mut ps = paths(&[PathSpec::new(0, 1), PathSpec::new(1, 1)]);
+        ps[0].set_loss_for_test(0.005);
+        ps[1].set_loss_for_test(0.05);
+        update(&mut ps, true);
+        assert!(!ps[1].is_loss_guarded());
+        update(&mut ps, false);
+        assert!(ps[1].is_loss_guarded());
+        ps[1].set_loss_for_test(0.3);
+        update(&mut ps, true);
+        assert!(ps[1].is_loss_guarded());
     }
 
     #[test]
@@ -82,14 +103,14 @@ mod tests {
         let mut ps = paths(&[PathSpec::new(0, 1), PathSpec::new(1, 1)]);
         ps[0].set_loss_for_test(0.0);
         ps[1].set_loss_for_test(0.05);
-        update(&mut ps);
+        update(&mut ps, false);
         assert!(ps[1].is_loss_guarded());
         // Threshold 3%: 2.5% is below it but above 70% of it: still guarded.
         ps[1].set_loss_for_test(0.025);
-        update(&mut ps);
+        update(&mut ps, false);
         assert!(ps[1].is_loss_guarded());
         ps[1].set_loss_for_test(0.02);
-        update(&mut ps);
+        update(&mut ps, false);
         assert!(!ps[1].is_loss_guarded());
     }
 }
