@@ -53,7 +53,7 @@ pub struct FlowEntry {
 
 impl FlowEntry {
     fn is_active(&self, now: Instant) -> bool {
-        !self.closed && now.saturating_duration_since(self.last_seen) < ACTIVE_IDLE
+        now.saturating_duration_since(self.last_seen) < ACTIVE_IDLE
     }
 }
 

@@ -42,11 +42,11 @@ fn tracks_activity_and_pins() {
     let mut out = Vec::new();
     t.active_per_path(at(20), &[0, 1, 2], &mut out);
     assert_eq!(out, vec![1, 1, 0]);
-    // A FIN ends activity; so does idling.
+    // A FIN does not end activity at once (TIME_WAIT); idling does.
     t.observe_outgoing(at(30), &info(&tcp(1000, 1, 0x11, 0)), |_| 0);
     t.active_per_path(at(40), &[0, 1, 2], &mut out);
-    assert_eq!(out, vec![1, 0, 0]);
-    t.active_per_path(at(10 + 5000), &[0, 1, 2], &mut out);
+    assert_eq!(out, vec![1, 1, 0]);
+    t.active_per_path(at(30 + 5000), &[0, 1, 2], &mut out);
     assert_eq!(out, vec![0, 0, 0]);
 }
 

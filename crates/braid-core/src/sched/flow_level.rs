@@ -32,7 +32,7 @@ fn least_in_flight(paths: &[Path]) -> Choice {
 pub struct MinConnPath;
 
 impl Scheduler for MinConnPath {
-    fn select(&mut self, now: Instant, packet: &PacketMeta<'_>, paths: &[Path]) -> Choice {
+    fn select(&mut self, _now: Instant, packet: &PacketMeta<'_>, paths: &[Path]) -> Choice {
         let Some(flow) = packet.flow else {
             return least_in_flight(paths);
         };
@@ -45,16 +45,10 @@ impl Scheduler for MinConnPath {
         if packet.active_flows.len() != paths.len() {
             return least_in_flight(paths);
         }
-        // Fewest active flows; ties to the path that would deliver soonest.
+        // Fewest active flows; ties to the first path in configuration order. MinConnPath
+        // stands for connection-level striping as routers do it, knowing nothing of delays.
         let pick = candidates(paths)
-            .min_by_key(|(i, p)| {
-                (
-                    packet.active_flows[*i],
-                    p.predicted_delivery_us(now, packet.wire_bytes)
-                        .unwrap_or(i64::MAX),
-                    p.id(),
-                )
-            })
+            .min_by_key(|(i, _)| (packet.active_flows[*i], *i))
             .map_or(0, |(i, _)| i);
         Choice::Path(paths[pick].id())
     }
@@ -121,9 +115,11 @@ mod tests {
         ]);
         let mut s = MinConnPath;
         let mut m = meta(0);
-        // Equal counts: the faster path.
+        // Equal counts: the first path (no delay knowledge).
         m.flow = Some(flow(None, None, 0));
         m.active_flows = &[0, 0];
+        assert_eq!(s.select(T0, &m, &ps), Choice::Path(0));
+        m.active_flows = &[1, 0];
         assert_eq!(s.select(T0, &m, &ps), Choice::Path(1));
         m.active_flows = &[1, 2];
         assert_eq!(s.select(T0, &m, &ps), Choice::Path(0));
