@@ -8,17 +8,14 @@
 //! reply. The flow completes when the client has read the last byte (down) or the reply
 //! (up); its completion time runs from the connect call.
 
-use smoltcp::iface::SocketHandle;
-use smoltcp::socket::tcp;
-
 use braid_core::Instant;
 
 use crate::metrics::{IntervalSeries, Samples};
 use crate::Rng;
 
-use super::stack::{Buffers, Stack};
 use super::surge::SurgeSizes;
-use super::workload::{Direction, Shape, SizeModel, Spec};
+use super::transport::{Buffers, Conn, Socket, Stacks};
+use super::workload::{Direction, Shape, SizeModel, Spec, Tcp};
 use super::INTERNET_ADDR;
 
 /// Bytes of the request a client sends first.
@@ -92,8 +89,7 @@ enum Driver {
 /// One open flow.
 #[derive(Debug)]
 struct Flow {
-    handle: SocketHandle,
-    port: u16,
+    conn: Conn,
     id: u32,
     size: u64,
     started: Instant,
@@ -130,6 +126,7 @@ pub struct ClientStats {
 #[derive(Debug)]
 pub struct ClientPart {
     pub direction: Direction,
+    tcp: Tcp,
     server_port: u16,
     start: Instant,
     stop: Instant,
@@ -219,6 +216,7 @@ impl ClientPart {
         };
         ClientPart {
             direction: spec.direction,
+            tcp: spec.tcp.unwrap_or_default(),
             server_port,
             start: spec.start,
             stop: spec.stop,
@@ -257,7 +255,7 @@ impl ClientPart {
     }
 
     /// Opens the flows due at `now`.
-    pub fn fire(&mut self, stack: &mut Stack, now: Instant) {
+    pub fn fire(&mut self, stacks: &mut Stacks, now: Instant) {
         match &mut self.driver {
             Driver::Poisson {
                 rng,
@@ -283,7 +281,7 @@ impl ClientPart {
                     *next = (after < self.stop && arrivals < *max_flows).then_some(after);
                 }
                 for size in due {
-                    self.open(stack, now, size, None);
+                    self.open(stacks, now, size, None);
                 }
             }
             Driver::FetchLoop {
@@ -296,7 +294,7 @@ impl ClientPart {
                     let (n, size) = (*concurrency, *size);
                     if now < self.stop {
                         for _ in 0..n {
-                            self.open(stack, now, size, None);
+                            self.open(stacks, now, size, None);
                         }
                     }
                 }
@@ -311,7 +309,7 @@ impl ClientPart {
                     *begun = true;
                     let (n, size, buffer) = (*flows, bytes.unwrap_or(u64::MAX), *buffer);
                     for id in 0..n {
-                        self.open(stack, now, size, Some((id, buffer)));
+                        self.open(stacks, now, size, Some((id, buffer)));
                     }
                 }
             }
@@ -319,7 +317,7 @@ impl ClientPart {
     }
 
     /// Opens one flow of `size` bytes; `bulk` names the bulk flow and its buffer.
-    fn open(&mut self, stack: &mut Stack, now: Instant, size: u64, bulk: Option<(u32, usize)>) {
+    fn open(&mut self, stacks: &mut Stacks, now: Instant, size: u64, bulk: Option<(u32, usize)>) {
         if self.flows.len() >= self.max_open {
             self.stats.rejected += 1;
             return;
@@ -330,14 +328,13 @@ impl ClientPart {
         };
         let sends = self.direction == Direction::Up;
         let buffers = buffers(sends, data_buffer(size, max_buffer), bulk.is_some());
-        let Some((handle, port)) = stack.connect(INTERNET_ADDR, self.server_port, buffers) else {
+        let Some(conn) = stacks.connect(self.tcp, INTERNET_ADDR, self.server_port, buffers) else {
             self.stats.rejected += 1;
             return;
         };
         self.next_id = self.next_id.wrapping_add(1);
         self.flows.push(Flow {
-            handle,
-            port,
+            conn,
             id,
             size,
             started: now,
@@ -356,22 +353,24 @@ impl ClientPart {
     }
 
     /// Runs every open flow's protocol after the stack has processed input at `now`.
-    pub fn service(&mut self, stack: &mut Stack, now: Instant) {
+    pub fn service(&mut self, stacks: &mut Stacks, now: Instant) {
         let mut i = 0;
         let mut replace = 0;
         while i < self.flows.len() {
             let flow = &mut self.flows[i];
-            let socket = stack.socket(flow.handle);
             let stats = &mut self.stats;
             let id = flow.id as usize;
-            let outcome = service_flow(flow, socket, self.direction, |n| {
-                if let Some(record) = stats.bulk.get_mut(id) {
-                    record.bytes_received += n;
-                }
-                if let Some(series) = &mut stats.series {
-                    series.add(now, n);
-                }
-            });
+            let outcome = match stacks.socket(flow.conn) {
+                Some(socket) => service_flow(flow, socket, self.direction, |n| {
+                    if let Some(record) = stats.bulk.get_mut(id) {
+                        record.bytes_received += n;
+                    }
+                    if let Some(series) = &mut stats.series {
+                        series.add(now, n);
+                    }
+                }),
+                None => Outcome::Failed,
+            };
             match outcome {
                 Outcome::Open => i += 1,
                 Outcome::Completed => {
@@ -382,13 +381,13 @@ impl ClientPart {
                     if let Some(record) = self.stats.bulk.get_mut(flow.id as usize) {
                         record.completed = Some(now);
                     }
-                    stack.linger(now, flow.handle, Some(flow.port));
+                    stacks.linger(now, flow.conn);
                     replace += 1;
                 }
                 Outcome::Failed => {
                     let flow = self.flows.swap_remove(i);
                     self.stats.failed += 1;
-                    stack.discard(flow.handle, Some(flow.port));
+                    stacks.discard(flow.conn);
                     replace += 1;
                 }
             }
@@ -396,7 +395,7 @@ impl ClientPart {
         if let Driver::FetchLoop { size, .. } = self.driver {
             if now < self.stop {
                 for _ in 0..replace {
-                    self.open(stack, now, size, None);
+                    self.open(stacks, now, size, None);
                 }
             }
         }
@@ -406,7 +405,7 @@ impl ClientPart {
 /// Advances one flow: sends the request (and upload), reads what arrived.
 fn service_flow(
     flow: &mut Flow,
-    socket: &mut tcp::Socket<'static>,
+    socket: &mut dyn Socket,
     direction: Direction,
     mut on_download: impl FnMut(u64),
 ) -> Outcome {
@@ -415,35 +414,17 @@ fn service_flow(
             let mut request = [0u8; REQUEST_BYTES];
             request[..8].copy_from_slice(&flow.size.to_be_bytes());
             request[8..].copy_from_slice(&flow.id.to_be_bytes());
-            if let Ok(n) = socket.send_slice(&request[flow.request_sent..]) {
-                flow.request_sent += n;
-            }
+            flow.request_sent += socket.send_slice(&request[flow.request_sent..]);
         }
         if direction == Direction::Up && flow.request_sent == REQUEST_BYTES {
-            // The upload's contents do not matter: enqueue without writing.
-            while flow.uploaded < flow.size {
-                let left = flow.size - flow.uploaded;
-                let n = socket
-                    .send(|buf| {
-                        let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-                        (n, n)
-                    })
-                    .unwrap_or(0);
-                if n == 0 {
-                    break;
-                }
-                flow.uploaded += n as u64;
-            }
+            flow.uploaded += socket.send_filler(flow.size - flow.uploaded);
         }
     }
-    while socket.can_recv() {
-        let n = socket.recv(|buf| (buf.len(), buf.len())).unwrap_or(0);
-        if n == 0 {
-            break;
-        }
-        flow.received += n as u64;
+    let n = socket.recv_discard();
+    if n > 0 {
+        flow.received += n;
         if direction == Direction::Down {
-            on_download(n as u64);
+            on_download(n);
         }
     }
     let done = match direction {
@@ -453,11 +434,7 @@ fn service_flow(
     if done {
         return Outcome::Completed;
     }
-    let connecting = matches!(
-        socket.state(),
-        tcp::State::SynSent | tcp::State::SynReceived
-    );
-    if !connecting && !socket.may_recv() {
+    if !socket.is_connecting() && !socket.may_recv() {
         // Reset, or the server closed before the transfer was complete.
         return Outcome::Failed;
     }

@@ -29,10 +29,14 @@
 
 mod client;
 mod de;
+mod packets;
+mod ports;
 mod report;
 mod server;
-mod stack;
+mod smol;
 pub mod surge;
+pub mod tcp;
+mod transport;
 mod udp;
 mod workload;
 
@@ -49,15 +53,16 @@ use braid_core::Instant;
 use crate::{Node, Packet, Rng};
 
 use client::ClientPart;
+use packets::Packets;
 use server::{Server, ServerPart};
-use stack::Stack;
+use transport::Stacks;
 use udp::{parse_udp, CbrSink, CbrSource};
 use workload::{Shape, Spec, MAX_WORKLOADS, MIN_MTU};
 
-pub use report::{BulkFlowStats, BulkStats, FlowStats, WorkloadReport};
+pub use report::{BulkFlowStats, BulkStats, FlowStats, TcpReport, WorkloadReport};
 pub use udp::CbrStats;
 pub use workload::{
-    BulkConfig, Direction, FetchLoopConfig, Kind, UdpCbrConfig, WebConfig, WorkloadConfig,
+    BulkConfig, Direction, FetchLoopConfig, Kind, Tcp, UdpCbrConfig, WebConfig, WorkloadConfig,
     WorkloadError,
 };
 
@@ -94,7 +99,9 @@ pub struct Host {
     role: Role,
     addr: [u8; 4],
     specs: Vec<Spec>,
-    stack: Stack,
+    stacks: Stacks,
+    /// Packets waiting for the network, and spare buffers.
+    out: Packets,
     rx: VecDeque<Packet>,
     /// When the oldest unprocessed packet arrived.
     rx_since: Option<Instant>,
@@ -120,6 +127,18 @@ pub fn build_hosts(
     end: Instant,
     mtu: usize,
 ) -> Result<(Host, Host), WorkloadError> {
+    build_hosts_with(workloads, seed, end, mtu, |_, tcp| tcp)
+}
+
+/// [`build_hosts`], with `tcp(role, configured)` choosing each host's TCP for each TCP
+/// workload (tests run one implementation against the other this way).
+fn build_hosts_with(
+    workloads: &[WorkloadConfig],
+    seed: u64,
+    end: Instant,
+    mtu: usize,
+    tcp: impl Fn(Role, Tcp) -> Tcp,
+) -> Result<(Host, Host), WorkloadError> {
     if !(MIN_MTU..=usize::from(u16::MAX)).contains(&mtu) {
         return Err(WorkloadError::Mtu { mtu });
     }
@@ -133,10 +152,24 @@ pub fn build_hosts(
         .enumerate()
         .map(|(i, w)| w.to_spec(i, end, mtu))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut client = Host::new(Role::Client, CLIENT_ADDR, &specs, seed, mtu);
-    let mut internet = Host::new(Role::Internet, INTERNET_ADDR, &specs, seed, mtu);
+    let for_role = |role| {
+        let mut specs = specs.clone();
+        for spec in &mut specs {
+            spec.tcp = spec.tcp.map(|t| tcp(role, t));
+        }
+        specs
+    };
+    let client_specs = for_role(Role::Client);
+    let mut client = Host::new(Role::Client, CLIENT_ADDR, &client_specs, seed, mtu);
+    let mut internet = Host::new(
+        Role::Internet,
+        INTERNET_ADDR,
+        &for_role(Role::Internet),
+        seed,
+        mtu,
+    );
     let mut server_parts = Vec::with_capacity(specs.len());
-    for spec in &specs {
+    for spec in &client_specs {
         // Invariant: at most MAX_WORKLOADS (1000) workloads, so ports stay below 9000.
         let offset = u16::try_from(spec.index).expect("workload count is bounded");
         match spec.shape {
@@ -197,7 +230,12 @@ pub fn report(client: &Host, internet: &Host, end: Instant) -> Vec<WorkloadRepor
             } else {
                 let c = client.clients.get(spec.index)?.as_ref()?;
                 let s = internet.server.parts.get(spec.index)?.as_ref()?;
-                Some(report::tcp_report(spec, c, s, end))
+                let sender = match spec.direction {
+                    Direction::Down => internet,
+                    Direction::Up => client,
+                };
+                let tcp = sender.tcp_report(spec);
+                Some(report::tcp_report(spec, c, s, tcp, end))
             }
         })
         .collect()
@@ -209,11 +247,13 @@ impl Host {
             Role::Client => "host/client",
             Role::Internet => "host/internet",
         };
+        let kinds: Vec<Tcp> = specs.iter().filter_map(|s| s.tcp).collect();
         Host {
             role,
             addr,
             specs: specs.to_vec(),
-            stack: Stack::new(addr, mtu, Rng::child(seed, label).next_u64()),
+            stacks: Stacks::new(addr, mtu, &kinds, Rng::child(seed, label)),
+            out: Packets::default(),
             rx: VecDeque::new(),
             rx_since: None,
             clients: Vec::new(),
@@ -247,48 +287,77 @@ impl Host {
 
     /// Sockets of finished flows still closing.
     pub fn lingering_sockets(&self) -> usize {
-        self.stack.lingering()
+        self.stacks.lingering()
     }
 
-    /// Sockets in the stack: open flows, connections being served, and lingering ones.
+    /// Sockets in the stacks: open flows, connections being served, and lingering ones.
     pub fn sockets(&self) -> usize {
-        self.stack.sockets.iter().count()
+        self.stacks.sockets()
+    }
+
+    /// The TCP implementation and, for the model, the sending counters of `spec`'s
+    /// connections on this host.
+    fn tcp_report(&self, spec: &Spec) -> Option<TcpReport> {
+        let stack = spec.tcp?;
+        let port = TCP_PORT_BASE + u16::try_from(spec.index).ok()?;
+        let sender = match (stack, &self.stacks.linux) {
+            (Tcp::Linux, Some(s)) => Some(s.sender_stats(port)),
+            _ => None,
+        };
+        Some(TcpReport { stack, sender })
+    }
+
+    /// Which stack takes a received packet: that of the workload whose server port it
+    /// carries, or the default one.
+    fn route(&self, packet: &[u8]) -> Option<Tcp> {
+        let claimed = tcp_ports(packet).and_then(|(src, dst)| {
+            let server = match self.role {
+                Role::Client => src,
+                Role::Internet => dst,
+            };
+            let index = usize::from(server.checked_sub(TCP_PORT_BASE)?);
+            self.specs.get(index)?.tcp
+        });
+        claimed.or_else(|| self.stacks.default_kind())
     }
 
     /// Opens due flows, emits due CBR packets, processes received packets, runs the
-    /// workloads' protocols, and lets the stack transmit.
+    /// workloads' protocols, and lets the stacks transmit.
     fn drive(&mut self, now: Instant) {
         for part in self.clients.iter_mut().flatten() {
-            part.fire(&mut self.stack, now);
+            part.fire(&mut self.stacks, now);
         }
         for (_, source) in &mut self.sources {
             loop {
-                let mut buf = self.stack.buffer();
+                let mut buf = self.out.buffer();
                 if !source.pop_due(now, &mut buf) {
-                    self.stack.recycle(buf);
+                    self.out.recycle(buf);
                     break;
                 }
-                self.stack.push_transmit(buf);
+                self.out.push(buf);
             }
         }
         // Each segment is answered before the next is read, as a kernel does: packets that
         // arrive at the same instant still get an ACK for every second segment, which
         // clocks the sender's slow start.
         while let Some(packet) = self.rx.pop_front() {
-            let pending = self.server.before_ingress(&mut self.stack, &packet);
-            self.stack.ingress_one(now, packet);
-            if let Some(pending) = pending {
-                self.server.after_ingress(&mut self.stack, pending);
+            let kind = self.route(&packet);
+            let server = &mut self.server;
+            let mut admit = |local, remote| server.admit(local, remote);
+            let accepted = self
+                .stacks
+                .ingress(kind, now, packet, &mut self.out, &mut admit);
+            if let Some((conn, local, remote)) = accepted {
+                self.server.on_accepted(conn, local, remote);
             }
-            self.stack.egress(now);
         }
         self.rx_since = None;
         for part in self.clients.iter_mut().flatten() {
-            part.service(&mut self.stack, now);
+            part.service(&mut self.stacks, now);
         }
-        self.server.service(&mut self.stack, now);
-        self.stack.egress(now);
-        self.stack.reap(now);
+        self.server.service(&mut self.stacks, now);
+        self.stacks.egress(now, &mut self.out);
+        self.stacks.reap(now);
         self.refresh_timeout(now);
     }
 
@@ -299,7 +368,7 @@ impl Host {
             .flatten()
             .filter_map(ClientPart::next_timer)
             .chain(self.sources.iter().filter_map(|(_, s)| s.next_due()));
-        let next = self.stack.poll_at(now).into_iter().chain(timers).min();
+        let next = self.stacks.poll_at(now).into_iter().chain(timers).min();
         // Whatever was due has just run; a deadline not in the future means "as soon as
         // time moves", never "again at the same instant".
         let soonest = Instant::from_micros(now.as_micros().saturating_add(1));
@@ -317,7 +386,7 @@ impl Node for Host {
                 .find(|(port, _, _)| *port == datagram.dst_port)
             {
                 sink.on_datagram(now, &datagram);
-                self.stack.recycle(packet);
+                self.out.recycle(packet);
                 return;
             }
         }
@@ -333,7 +402,7 @@ impl Node for Host {
         if !self.rx.is_empty() {
             self.drive(now);
         }
-        let packet = self.stack.pop_transmit()?;
+        let packet = self.out.pop()?;
         self.stats.packets_sent += 1;
         Some(packet)
     }
@@ -348,6 +417,21 @@ impl Node for Host {
     fn handle_timeout(&mut self, now: Instant) {
         self.drive(now);
     }
+}
+
+/// The (source, destination) ports of an IPv4 TCP segment, read only as far as it can be
+/// bounds-checked; the stack checks the rest.
+fn tcp_ports(packet: &[u8]) -> Option<(u16, u16)> {
+    let first = *packet.first()?;
+    let ihl = usize::from(first & 0x0f) * 4;
+    if first >> 4 != 4 || *packet.get(9)? != tcp::wire::PROTO_TCP {
+        return None;
+    }
+    let ports = packet.get(ihl..ihl.checked_add(4)?)?;
+    Some((
+        u16::from_be_bytes([ports[0], ports[1]]),
+        u16::from_be_bytes([ports[2], ports[3]]),
+    ))
 }
 
 impl fmt::Debug for Host {

@@ -8,8 +8,9 @@ use crate::metrics::{goodput_mbps, Summary};
 
 use super::client::ClientPart;
 use super::server::ServerPart;
+use super::tcp::SenderStats;
 use super::udp::CbrStats;
-use super::workload::{Direction, Kind, Spec};
+use super::workload::{Direction, Kind, Spec, Tcp};
 
 /// One workload's results. Serializes to deterministic JSON; the sections present depend
 /// on the kind: `flows` for every TCP workload, `bulk` for bulk, `udp` for udp-cbr.
@@ -24,6 +25,20 @@ pub struct WorkloadReport {
     pub bulk: Option<BulkStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub udp: Option<CbrStats>,
+    /// Which TCP carried a TCP workload, and what its senders did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpReport>,
+}
+
+/// The TCP of a TCP workload.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TcpReport {
+    /// `"linux"` (the model) or `"smoltcp"`.
+    pub stack: Tcp,
+    /// With the model: the data sender's counters over all the workload's connections
+    /// (the internet host's for downloads, the client host's for uploads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender: Option<SenderStats>,
 }
 
 /// Flow counts and completion times of a TCP workload.
@@ -83,6 +98,7 @@ pub fn tcp_report(
     spec: &Spec,
     client: &ClientPart,
     server: &ServerPart,
+    tcp: Option<TcpReport>,
     end: Instant,
 ) -> WorkloadReport {
     let c = &client.stats;
@@ -107,6 +123,7 @@ pub fn tcp_report(
         flows: Some(flows),
         bulk,
         udp: None,
+        tcp,
     }
 }
 
@@ -166,5 +183,6 @@ pub fn cbr_report(spec: &Spec, stats: CbrStats) -> WorkloadReport {
         flows: None,
         bulk: None,
         udp: Some(stats),
+        tcp: None,
     }
 }

@@ -1,18 +1,7 @@
 //! The server side of the TCP workloads on the internet host: accepting connections on
 //! each workload's port and answering the protocol described in `super::client`.
-//!
-//! smoltcp gives each connection its own socket and a listening socket becomes the
-//! connection it accepts, so a server needs a fresh listener per connection. A listener
-//! left waiting would also take a retransmitted SYN meant for a connection already in
-//! SYN-RECEIVED (smoltcp hands a packet to the first socket that accepts it). So the
-//! host looks at each packet before the stack does: a SYN for a connection it does not
-//! know gets a listener created for it alone, and a listener that did not take its SYN
-//! (a corrupted packet) is removed at once.
 
 use std::collections::BTreeMap;
-
-use smoltcp::iface::SocketHandle;
-use smoltcp::socket::tcp;
 
 use braid_core::Instant;
 
@@ -21,7 +10,7 @@ use crate::metrics::IntervalSeries;
 use super::client::{
     buffers, data_buffer, MAX_FLOW_BUFFER, MAX_SERIES_BINS, REPLY_BYTES, REQUEST_BYTES,
 };
-use super::stack::{Buffers, Stack};
+use super::transport::{Buffers, Conn, Socket, Stacks};
 use super::workload::{Direction, Shape, SizeModel, Spec};
 
 /// What the server side measured for one workload.
@@ -117,7 +106,7 @@ enum Phase {
 #[derive(Debug)]
 struct Connection {
     workload: usize,
-    handle: SocketHandle,
+    conn: Conn,
     phase: Phase,
     request: [u8; REQUEST_BYTES],
     got: usize,
@@ -125,13 +114,6 @@ struct Connection {
     id: u32,
     progress: u64,
     reply_sent: usize,
-}
-
-/// A listener created for one SYN, checked after the stack has processed it.
-pub struct PendingSyn {
-    key: (u16, u16),
-    workload: usize,
-    handle: SocketHandle,
 }
 
 /// Every server-side workload of the internet host and their connections.
@@ -154,50 +136,37 @@ impl Server {
         }
     }
 
-    /// Before `packet` enters the stack: when it opens a new connection to a workload's
-    /// port, creates the listener that will take it.
-    pub fn before_ingress(&mut self, stack: &mut Stack, packet: &[u8]) -> Option<PendingSyn> {
-        let (client_port, server_port) = pure_syn(packet)?;
+    /// Whether to accept a connection from `client_port` to `server_port`: the buffers
+    /// to give it, or `None` when the port is not a workload's, the connection is already
+    /// known (a retransmitted SYN its own socket answers), or the workload has `max_open`
+    /// connections (counted as refused).
+    pub fn admit(&mut self, server_port: u16, client_port: u16) -> Option<Buffers> {
         let workload = usize::from(server_port.checked_sub(self.base_port)?);
         let part = self.parts.get_mut(workload)?.as_mut()?;
-        let key = (server_port, client_port);
-        if self.connections.contains_key(&key) {
-            // A retransmitted SYN: the connection's own socket answers it.
+        if self.connections.contains_key(&(server_port, client_port)) {
             return None;
         }
         if part.open >= part.max_open {
             part.stats.refused += 1;
             return None;
         }
-        let handle = stack.new_socket(part.buffers);
-        if stack.socket(handle).listen(server_port).is_err() {
-            stack.discard(handle, None);
-            return None;
-        }
-        Some(PendingSyn {
-            key,
-            workload,
-            handle,
-        })
+        Some(part.buffers)
     }
 
-    /// After the stack has processed the SYN: keeps the connection, or drops the listener
-    /// if the SYN did not reach it.
-    pub fn after_ingress(&mut self, stack: &mut Stack, pending: PendingSyn) {
-        let state = stack.socket(pending.handle).state();
-        if matches!(state, tcp::State::Listen | tcp::State::Closed) {
-            stack.discard(pending.handle, None);
+    /// A connection `admit` allowed has been opened.
+    pub fn on_accepted(&mut self, conn: Conn, server_port: u16, client_port: u16) {
+        let Some(workload) = server_port.checked_sub(self.base_port).map(usize::from) else {
             return;
-        }
-        if let Some(Some(part)) = self.parts.get_mut(pending.workload) {
+        };
+        if let Some(Some(part)) = self.parts.get_mut(workload) {
             part.open += 1;
             part.stats.accepted += 1;
         }
         self.connections.insert(
-            pending.key,
+            (server_port, client_port),
             Connection {
-                workload: pending.workload,
-                handle: pending.handle,
+                workload,
+                conn,
                 phase: Phase::Request,
                 request: [0; REQUEST_BYTES],
                 got: 0,
@@ -210,16 +179,18 @@ impl Server {
     }
 
     /// Runs every connection's protocol after the stack has processed input at `now`.
-    pub fn service(&mut self, stack: &mut Stack, now: Instant) {
+    pub fn service(&mut self, stacks: &mut Stacks, now: Instant) {
         for (key, conn) in self.connections.iter_mut() {
             let Some(Some(part)) = self.parts.get_mut(conn.workload) else {
                 continue;
             };
-            let socket = stack.socket(conn.handle);
-            if socket.state() == tcp::State::Closed {
-                self.done.push((*key, false));
-                continue;
-            }
+            let socket = match stacks.socket(conn.conn) {
+                Some(socket) if !socket.is_closed() => socket,
+                _ => {
+                    self.done.push((*key, false));
+                    continue;
+                }
+            };
             let stats = &mut part.stats;
             let finished = service_connection(conn, socket, part.direction, |id, n| {
                 if let Some(bytes) = stats.bulk_bytes.get_mut(id as usize) {
@@ -241,9 +212,9 @@ impl Server {
                 part.open = part.open.saturating_sub(1);
             }
             if graceful {
-                stack.linger(now, conn.handle, None);
+                stacks.linger(now, conn.conn);
             } else {
-                stack.discard(conn.handle, None);
+                stacks.discard(conn.conn);
             }
         }
     }
@@ -253,15 +224,15 @@ impl Server {
 /// sending what is still queued first).
 fn service_connection(
     conn: &mut Connection,
-    socket: &mut tcp::Socket<'static>,
+    socket: &mut dyn Socket,
     direction: Direction,
     mut on_upload: impl FnMut(u32, u64),
 ) -> bool {
     if let Phase::Request = conn.phase {
         while conn.got < REQUEST_BYTES && socket.can_recv() {
             match socket.recv_slice(&mut conn.request[conn.got..]) {
-                Ok(n) if n > 0 => conn.got += n,
-                _ => break,
+                0 => break,
+                n => conn.got += n,
             }
         }
         if conn.got == REQUEST_BYTES {
@@ -278,13 +249,10 @@ fn service_connection(
         }
     }
     if let Phase::Receiving = conn.phase {
-        while socket.can_recv() {
-            let n = socket.recv(|buf| (buf.len(), buf.len())).unwrap_or(0);
-            if n == 0 {
-                break;
-            }
-            conn.progress += n as u64;
-            on_upload(conn.id, n as u64);
+        let n = socket.recv_discard();
+        if n > 0 {
+            conn.progress += n;
+            on_upload(conn.id, n);
         }
         if conn.progress >= conn.size {
             conn.phase = Phase::Replying;
@@ -292,29 +260,14 @@ fn service_connection(
     }
     match conn.phase {
         Phase::Sending if socket.may_send() => {
-            // The download's contents do not matter: enqueue without writing.
-            while conn.progress < conn.size {
-                let left = conn.size - conn.progress;
-                let n = socket
-                    .send(|buf| {
-                        let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-                        (n, n)
-                    })
-                    .unwrap_or(0);
-                if n == 0 {
-                    break;
-                }
-                conn.progress += n as u64;
-            }
+            conn.progress += socket.send_filler(conn.size - conn.progress);
             if conn.progress >= conn.size {
                 return true;
             }
         }
         Phase::Replying if socket.may_send() => {
             let reply = [0x5a; REPLY_BYTES];
-            if let Ok(n) = socket.send_slice(&reply[conn.reply_sent..]) {
-                conn.reply_sent += n;
-            }
+            conn.reply_sent += socket.send_slice(&reply[conn.reply_sent..]);
             if conn.reply_sent == REPLY_BYTES {
                 return true;
             }
@@ -322,48 +275,7 @@ fn service_connection(
         _ => {}
     }
     // The client went away before the request or upload was complete.
-    let connecting = socket.state() == tcp::State::SynReceived;
-    !connecting && !socket.may_recv() && matches!(conn.phase, Phase::Request | Phase::Receiving)
-}
-
-/// The (source, destination) ports of an IPv4 TCP segment with SYN set and ACK and RST
-/// clear. Reads only what it can bounds-check; the stack verifies checksums afterwards.
-fn pure_syn(packet: &[u8]) -> Option<(u16, u16)> {
-    let first = *packet.first()?;
-    let ihl = usize::from(first & 0x0f) * 4;
-    if first >> 4 != 4 || ihl < 20 || *packet.get(9)? != 6 {
-        return None;
-    }
-    let tcp = packet.get(ihl..)?;
-    let flags = *tcp.get(13)?;
-    // SYN = 0x02, RST = 0x04, ACK = 0x10.
-    if flags & 0x16 != 0x02 {
-        return None;
-    }
-    Some((
-        u16::from_be_bytes([tcp[0], tcp[1]]),
-        u16::from_be_bytes([tcp[2], tcp[3]]),
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::pure_syn;
-
-    #[test]
-    fn pure_syn_reads_only_what_is_there() {
-        let mut p = vec![0u8; 40];
-        p[0] = 0x45;
-        p[9] = 6;
-        p[20..22].copy_from_slice(&50000u16.to_be_bytes());
-        p[22..24].copy_from_slice(&5001u16.to_be_bytes());
-        p[33] = 0x02;
-        assert_eq!(pure_syn(&p), Some((50000, 5001)));
-        p[33] = 0x12;
-        assert_eq!(pure_syn(&p), None, "SYN-ACK");
-        for n in 0..p.len() {
-            let _ = pure_syn(&p[..n]);
-        }
-        assert_eq!(pure_syn(&[0x4f; 30]), None);
-    }
+    !socket.is_connecting()
+        && !socket.may_recv()
+        && matches!(conn.phase, Phase::Request | Phase::Receiving)
 }

@@ -9,6 +9,7 @@
 //! [[workload]]
 //! kind = "bulk"
 //! flows = 8
+//! tcp = "smoltcp"       # TCP workloads: "linux" (the default) or "smoltcp"
 //!
 //! [[workload]]
 //! kind = "udp-cbr"
@@ -37,6 +38,19 @@ pub enum Direction {
     Down,
     /// From the client host to the internet host (an upload).
     Up,
+}
+
+/// Which TCP implementation carries a workload's connections (`tcp = "linux"` or
+/// `"smoltcp"`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Tcp {
+    /// The model written against the RFCs that behaves like Linux: initial window 10,
+    /// Cubic with HyStart, SACK with RACK-TLP and PRR, 200 ms minimum RTO (`super::tcp`).
+    #[default]
+    Linux,
+    /// smoltcp 0.14 with Cubic (`super::smol`).
+    Smoltcp,
 }
 
 /// One workload: one `[[workload]]` table in a scenario file, selected by `kind`.
@@ -96,6 +110,8 @@ pub struct WebConfig {
     /// At most this many flows open at once; later arrivals are counted as `rejected`
     /// (default 10 000).
     pub max_open: usize,
+    /// The TCP implementation (default `"linux"`).
+    pub tcp: Tcp,
 }
 
 impl Default for WebConfig {
@@ -111,11 +127,12 @@ impl Default for WebConfig {
             stop_s: None,
             max_flows: None,
             max_open: DEFAULT_MAX_OPEN,
+            tcp: Tcp::Linux,
         }
     }
 }
 
-/// `kind = "bulk"`: long-lived TCP flows moving data as fast as TCP (Cubic) allows.
+/// `kind = "bulk"`: long-lived TCP flows moving data as fast as TCP allows.
 ///
 /// All flows open at `start_s`. Without `bytes` they run to the end; with it each moves that
 /// many bytes and reports its completion time. Goodput is application bytes received over
@@ -142,6 +159,8 @@ pub struct BulkConfig {
     /// Interval of the goodput time series, in milliseconds (default 100; widened so a
     /// run has at most 100 000 intervals).
     pub sample_ms: u64,
+    /// The TCP implementation (default `"linux"`).
+    pub tcp: Tcp,
 }
 
 impl Default for BulkConfig {
@@ -154,6 +173,7 @@ impl Default for BulkConfig {
             start_s: 0.0,
             buffer_bytes: 4 << 20,
             sample_ms: 100,
+            tcp: Tcp::Linux,
         }
     }
 }
@@ -220,6 +240,8 @@ pub struct FetchLoopConfig {
     /// No new flows after this time, in seconds (default: the end of the run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stop_s: Option<f64>,
+    /// The TCP implementation (default `"linux"`).
+    pub tcp: Tcp,
 }
 
 impl Default for FetchLoopConfig {
@@ -231,6 +253,7 @@ impl Default for FetchLoopConfig {
             direction: Direction::Down,
             start_s: 0.0,
             stop_s: None,
+            tcp: Tcp::Linux,
         }
     }
 }
@@ -310,6 +333,8 @@ pub struct Spec {
     pub start: Instant,
     pub stop: Instant,
     pub shape: Shape,
+    /// The TCP implementation of a TCP workload.
+    pub tcp: Option<Tcp>,
 }
 
 /// The part of a [`Spec`] that differs by kind.
@@ -360,11 +385,13 @@ impl WorkloadConfig {
     pub fn to_spec(&self, index: usize, end: Instant, mtu: usize) -> Result<Spec, WorkloadError> {
         let kind = self.kind();
         let check = Check { index, kind };
-        let (name, direction, start_s, stop_s) = match self {
-            WorkloadConfig::Web(c) => (&c.name, c.direction, c.start_s, c.stop_s),
-            WorkloadConfig::Bulk(c) => (&c.name, c.direction, c.start_s, None),
-            WorkloadConfig::UdpCbr(c) => (&c.name, c.direction, c.start_s, c.stop_s),
-            WorkloadConfig::FetchLoop(c) => (&c.name, c.direction, c.start_s, c.stop_s),
+        let (name, direction, start_s, stop_s, tcp) = match self {
+            WorkloadConfig::Web(c) => (&c.name, c.direction, c.start_s, c.stop_s, Some(c.tcp)),
+            WorkloadConfig::Bulk(c) => (&c.name, c.direction, c.start_s, None, Some(c.tcp)),
+            WorkloadConfig::UdpCbr(c) => (&c.name, c.direction, c.start_s, c.stop_s, None),
+            WorkloadConfig::FetchLoop(c) => {
+                (&c.name, c.direction, c.start_s, c.stop_s, Some(c.tcp))
+            }
         };
         let start = check.time("start_s", start_s)?;
         let stop = match stop_s {
@@ -474,6 +501,7 @@ impl WorkloadConfig {
             start,
             stop,
             shape,
+            tcp,
         })
     }
 }
