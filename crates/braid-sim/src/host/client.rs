@@ -13,9 +13,9 @@ use braid_core::Instant;
 use crate::metrics::{IntervalSeries, Samples};
 use crate::Rng;
 
-use super::surge::SurgeSizes;
+use super::arrivals::WebArrivals;
 use super::transport::{Buffers, Conn, Socket, Stacks};
-use super::workload::{Direction, Shape, SizeModel, Spec, Tcp};
+use super::workload::{Direction, Shape, Spec, Tcp};
 use super::INTERNET_ADDR;
 
 /// Bytes of the request a client sends first.
@@ -63,14 +63,7 @@ pub fn buffers(sends_data: bool, data: usize, bulk: bool) -> Buffers {
 #[derive(Debug)]
 enum Driver {
     /// PluriBus §6.1: Poisson arrivals, SURGE or fixed sizes.
-    Poisson {
-        rng: Rng,
-        sizes: Option<SurgeSizes>,
-        fixed: u64,
-        mean_us: f64,
-        next: Option<Instant>,
-        max_flows: u64,
-    },
+    Poisson(WebArrivals),
     /// PluriBus §6.5.1: `concurrency` flows, each replaced when it completes.
     FetchLoop {
         concurrency: u32,
@@ -148,27 +141,10 @@ impl ClientPart {
     pub fn new(spec: &Spec, server_port: u16, seed: u64, end: Instant) -> ClientPart {
         let label = format!("workload/{}", spec.index);
         let (driver, max_open) = match spec.shape {
-            Shape::Web {
-                mean_interarrival_us,
-                size,
-                max_flows,
-                max_open,
-            } => {
-                let mut rng = Rng::child(seed, &format!("{label}/arrivals"));
-                let first = spec.start.as_micros() as f64 + rng.exp(mean_interarrival_us);
-                let (sizes, fixed) = match size {
-                    SizeModel::Fixed(n) => (None, n),
-                    SizeModel::Surge { cap_bytes } => (Some(SurgeSizes::new(cap_bytes)), 0),
-                };
-                let driver = Driver::Poisson {
-                    rng,
-                    sizes,
-                    fixed,
-                    mean_us: mean_interarrival_us,
-                    next: Some(Instant::from_micros(first.round() as u64)),
-                    max_flows,
-                };
-                (driver, max_open)
+            Shape::Web { max_open, .. } => {
+                // Invariant: the shape is Web, so there are arrivals.
+                let arrivals = WebArrivals::from_spec(spec, seed).expect("a web workload");
+                (Driver::Poisson(arrivals), max_open)
             }
             Shape::FetchLoop {
                 concurrency,
@@ -246,7 +222,7 @@ impl ClientPart {
     /// When this workload next wants to open flows.
     pub fn next_timer(&self) -> Option<Instant> {
         match &self.driver {
-            Driver::Poisson { next, .. } => *next,
+            Driver::Poisson(arrivals) => arrivals.peek(),
             Driver::FetchLoop { begun: false, .. } | Driver::Bulk { begun: false, .. } => {
                 (self.start < self.stop).then_some(self.start)
             }
@@ -257,28 +233,12 @@ impl ClientPart {
     /// Opens the flows due at `now`.
     pub fn fire(&mut self, stacks: &mut Stacks, now: Instant) {
         match &mut self.driver {
-            Driver::Poisson {
-                rng,
-                sizes,
-                fixed,
-                mean_us,
-                next,
-                max_flows,
-            } => {
+            Driver::Poisson(arrivals) => {
                 let mut due = Vec::new();
-                while let Some(at) = *next {
-                    if at > now {
-                        break;
+                while arrivals.peek().is_some_and(|at| at <= now) {
+                    if let Some((_, size)) = arrivals.pop() {
+                        due.push(size);
                     }
-                    let size = match sizes {
-                        Some(s) => s.sample(rng),
-                        None => *fixed,
-                    };
-                    due.push(size);
-                    let after = at.as_micros() as f64 + rng.exp(*mean_us);
-                    let after = Instant::from_micros(after.round() as u64);
-                    let arrivals = self.stats.started + self.stats.rejected + due.len() as u64;
-                    *next = (after < self.stop && arrivals < *max_flows).then_some(after);
                 }
                 for size in due {
                     self.open(stacks, now, size, None);

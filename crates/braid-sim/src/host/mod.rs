@@ -27,6 +27,7 @@
 //! [`Node::handle_timeout`] at [`Node::poll_timeout`]. Everything is seeded from the run's
 //! seed, so the same seed gives the same packets.
 
+mod arrivals;
 mod client;
 mod de;
 mod packets;
@@ -59,6 +60,7 @@ use transport::Stacks;
 use udp::{parse_udp, CbrSink, CbrSource};
 use workload::{Shape, Spec, MAX_WORKLOADS, MIN_MTU};
 
+pub use arrivals::WebArrivals;
 pub use report::{BulkFlowStats, BulkStats, FlowStats, TcpReport, WorkloadReport};
 pub use udp::CbrStats;
 pub use workload::{
