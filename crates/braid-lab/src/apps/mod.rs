@@ -1,0 +1,7 @@
+//! The applications the lab runs: iperf3 (bulk TCP, UDP CBR), ping, and braid's own HTTP
+//! server and client for the short-flow web workload.
+
+pub mod http;
+pub mod iperf;
+pub mod ping;
+pub mod web;
