@@ -24,6 +24,9 @@ pub enum LabError {
     /// An application in the lab did not produce what was expected.
     #[error("{0}")]
     App(String),
+    /// braid's daemons cannot run in the lab (why).
+    #[error("braid cannot run in the lab: {0}")]
+    BraidUnavailable(String),
     /// The run was interrupted (Ctrl-C).
     #[error("interrupted")]
     Interrupted,

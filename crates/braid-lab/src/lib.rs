@@ -16,12 +16,17 @@
 
 pub mod accuracy;
 pub mod apps;
+pub mod braid_daemon;
 pub mod clock;
 pub mod emulator;
 mod error;
+pub mod experiment;
+pub mod mptcp;
 pub mod netns;
 pub mod support;
+pub mod system;
 pub mod topology;
 
 pub use error::LabError;
+pub use system::System;
 pub use topology::{Lab, PathSpec};

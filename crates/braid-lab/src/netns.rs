@@ -1,7 +1,7 @@
 //! Network namespaces and the processes the lab starts in them, and their cleanup.
 //!
-//! Every namespace the lab creates is named `braidlab-<pid>-<role>` (the pid of the lab's
-//! process), so a lab never touches the host's own namespaces or another lab's, and
+//! Every namespace the lab creates is named `braidlab-<pid>-<lab>-<role>` (the pid of the
+//! lab's process and a number unique within it), so a lab never touches the host's own namespaces or another lab's, and
 //! leftovers of a lab that was killed can be found and removed (`braid lab clean`). Links
 //! are created directly inside the namespaces (`ip -n NS link add ... peer ... netns
 //! OTHER`), never in the host's namespace.
@@ -43,6 +43,13 @@ fn live() -> std::sync::MutexGuard<'static, Live> {
     // A panic while holding the lock leaves plain lists behind; they are still usable.
     LIVE.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+static NEXT_LAB: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// A number unique within this process, so labs built at once get distinct names.
+pub fn next_lab_id() -> u32 {
+    NEXT_LAB.fetch_add(1, Ordering::Relaxed)
 }
 
 /// Whether Ctrl-C was pressed.
@@ -192,7 +199,7 @@ pub struct Netns {
 }
 
 impl Netns {
-    /// Creates `braidlab-<pid>-<role>`.
+    /// Creates `braidlab-<pid>-<role>` (`role` includes the lab's number).
     pub fn create(role: &str) -> Result<Netns, LabError> {
         let name = format!("{PREFIX}{}-{role}", std::process::id());
         // Registered first, so an interrupt during creation still removes it.

@@ -68,7 +68,7 @@ pub fn check(needs: &[Need]) -> Result<(), LabError> {
         ));
     }
     // The real test: can we make (and remove) a namespace?
-    Netns::create("probe")
+    Netns::create(&format!("{}-probe", crate::netns::next_lab_id()))
         .map(drop)
         .map_err(|e| LabError::Unsupported(format!("cannot create a network namespace: {e}")))
 }

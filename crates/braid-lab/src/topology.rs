@@ -18,6 +18,7 @@
 
 use std::net::Ipv4Addr;
 
+use braid_core::Instant;
 use braid_sim::link::{LinkConfig, TraceCache};
 
 use crate::clock::Clock;
@@ -81,6 +82,7 @@ pub struct Lab {
     pub server: Netns,
     pub internet: Netns,
     path_ns: Vec<Netns>,
+    mptcp: Option<String>,
 }
 
 impl Lab {
@@ -95,13 +97,14 @@ impl Lab {
         }
         crate::netns::install_interrupt_handler();
         let clock = Clock::start();
-        let client = Netns::create("client")?;
-        let gateway = Netns::create("gateway")?;
-        let server = Netns::create("server")?;
-        let internet = Netns::create("internet")?;
+        let id = crate::netns::next_lab_id();
+        let client = Netns::create(&format!("{id}-client"))?;
+        let gateway = Netns::create(&format!("{id}-gateway"))?;
+        let server = Netns::create(&format!("{id}-server"))?;
+        let internet = Netns::create(&format!("{id}-internet"))?;
         let mut path_ns = Vec::new();
         for k in 0..paths.len() {
-            path_ns.push(Netns::create(&format!("p{k}"))?);
+            path_ns.push(Netns::create(&format!("{id}-p{k}"))?);
         }
         let mut lab = Lab {
             emulators: Vec::new(),
@@ -114,8 +117,10 @@ impl Lab {
             server,
             internet,
             path_ns,
+            mptcp: None,
         };
         lab.wire()?;
+        lab.mptcp = crate::mptcp::configure(&lab).err().map(|e| e.to_string());
         for (k, p) in paths.iter().enumerate() {
             let (up, down) = lab.links(k)?;
             let e = PathEmulator::start(&lab.path_ns[k], &p.name, up, down, lab.clock)?;
@@ -128,7 +133,14 @@ impl Lab {
         &mut self,
         k: usize,
     ) -> Result<(braid_sim::link::Link, braid_sim::link::Link), LabError> {
-        let p = &self.paths[k];
+        let p = self.paths[k].clone();
+        self.links_for(&p)
+    }
+
+    fn links_for(
+        &mut self,
+        p: &PathSpec,
+    ) -> Result<(braid_sim::link::Link, braid_sim::link::Link), LabError> {
         Ok((
             build_link(&p.up, &mut self.traces, self.seed, &p.name, "up")?,
             build_link(&p.down, &mut self.traces, self.seed, &p.name, "down")?,
@@ -304,20 +316,38 @@ impl Lab {
         &self.paths
     }
 
-    /// Installs fresh links on every path, from `paths` (same names and count as built),
-    /// so a run starts with empty queues and its blackouts count from now.
-    pub fn reset_links(&mut self, paths: &[PathSpec]) -> Result<(), LabError> {
+    /// Installs fresh links on every path, from `paths` (same count as built; the lab's
+    /// own description stays as built), so a run starts with empty queues and its
+    /// blackouts count from the returned instant.
+    pub fn reset_links(&mut self, paths: &[PathSpec]) -> Result<Instant, LabError> {
         if paths.len() != self.paths.len() {
             return Err(LabError::Config(
                 "reset_links: a different number of paths".into(),
             ));
         }
-        self.paths = paths.to_vec();
-        for k in 0..paths.len() {
-            let (up, down) = self.links(k)?;
-            self.emulators[k].replace(up, down)?;
+        let mut links = Vec::new();
+        for p in paths {
+            links.push(self.links_for(p)?);
         }
-        Ok(())
+        let epoch = self.clock.now();
+        for (k, (up, down)) in links.into_iter().enumerate() {
+            self.emulators[k].replace(up, down, epoch)?;
+        }
+        Ok(epoch)
+    }
+
+    /// Why Linux MPTCP cannot run in this lab, or `None` when it is configured.
+    pub fn mptcp_unavailable(&self) -> Option<&str> {
+        self.mptcp.as_deref()
+    }
+
+    /// The names of the lab's namespaces.
+    pub fn namespaces(&self) -> Vec<String> {
+        [&self.client, &self.gateway, &self.server, &self.internet]
+            .into_iter()
+            .chain(&self.path_ns)
+            .map(|n| n.name().to_owned())
+            .collect()
     }
 
     /// Each path's name and the latest (up, down) reports of its emulator.

@@ -36,8 +36,9 @@ const SNAPSHOT_EVERY: Duration = Duration::from_millis(100);
 
 /// What the direction's thread is told.
 pub(crate) enum Command {
-    /// Install a fresh link whose time starts now (frames still in the old one are lost).
-    Replace(Box<Link>),
+    /// Install a fresh link whose time starts at the given instant on the lab's clock
+    /// (frames still in the old one are lost).
+    Replace(Box<Link>, Instant),
     Stop,
 }
 
@@ -84,9 +85,9 @@ impl Direction {
         let mut last_snapshot = epoch;
         loop {
             match self.commands.try_recv() {
-                Ok(Command::Replace(link)) => {
+                Ok(Command::Replace(link, at)) => {
                     self.link = *link;
-                    epoch = self.clock.now();
+                    epoch = at;
                     state = State::default();
                 }
                 Ok(Command::Stop) | Err(TryRecvError::Disconnected) => break,

@@ -19,6 +19,7 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use braid_core::Instant;
 use braid_sim::link::{Link, LinkConfig, TraceCache};
 use braid_sim::Rng;
 
@@ -48,7 +49,7 @@ struct Handle {
 impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Command::Replace(_) => f.write_str("Replace"),
+            Command::Replace(..) => f.write_str("Replace"),
             Command::Stop => f.write_str("Stop"),
         }
     }
@@ -89,11 +90,12 @@ impl PathEmulator {
         &self.name
     }
 
-    /// Installs fresh links (time restarts at zero for them; queued frames are dropped).
-    pub fn replace(&self, up: Link, down: Link) -> Result<(), LabError> {
+    /// Installs fresh links whose time starts at `epoch` on the lab's clock (queued frames
+    /// are dropped).
+    pub fn replace(&self, up: Link, down: Link, epoch: Instant) -> Result<(), LabError> {
         for (h, link) in [(&self.up, up), (&self.down, down)] {
             h.commands
-                .send(Command::Replace(Box::new(link)))
+                .send(Command::Replace(Box::new(link), epoch))
                 .map_err(|_| {
                     LabError::App(format!("the emulator of path '{}' stopped", self.name))
                 })?;

@@ -1,0 +1,289 @@
+//! The runs the lab benchmarks are made of: bulk TCP with iperf3, the short-flow web
+//! workload, and a path failure under load, each for a group of systems. Systems in one
+//! group run at the same time, so a group holds only systems that share no path (the
+//! single-path baselines, one per path); MPTCP and braid each get a group of their own.
+//! Every group starts with fresh links ([`Lab::reset_links`]): empty queues, and
+//! blackouts counted from the group's start.
+
+use std::net::SocketAddrV4;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use braid_core::Instant;
+use braid_sim::host::{WebArrivals, WebConfig};
+use braid_sim::link::BlackoutConfig;
+use serde::Serialize;
+
+use crate::apps::http::{self, Server, Transport};
+use crate::apps::iperf::{self, IperfResult, IperfTest};
+use crate::apps::web::{WebResult, WebRun};
+use crate::system::System;
+use crate::topology::INTERNET;
+use crate::{Lab, LabError};
+
+/// The HTTP server's port on the internet host.
+pub const HTTP_PORT: u16 = 80;
+/// First iperf3 port; system `i` of a group uses this plus `i`.
+pub const IPERF_PORT: u16 = 5201;
+
+fn http_server(lab: &Lab) -> Result<Server, LabError> {
+    let transport = if lab.mptcp_unavailable().is_none() {
+        Transport::Mptcp
+    } else {
+        Transport::Tcp
+    };
+    Server::start(&lab.internet, HTTP_PORT, transport)
+}
+
+/// Bulk TCP downloads (iperf3, Cubic), one per system, all at once, `duration_s` long
+/// after `omit_s` left out for slow start.
+pub fn bulk(
+    lab: &mut Lab,
+    systems: &[System],
+    duration_s: u32,
+    omit_s: u32,
+) -> Result<Vec<Result<IperfResult, LabError>>, LabError> {
+    let paths = lab.paths().to_vec();
+    lab.reset_links(&paths)?;
+    let mut servers = Vec::new();
+    let mut tests = Vec::new();
+    for (i, s) in systems.iter().enumerate() {
+        let port = IPERF_PORT + i as u16;
+        servers.push(iperf::start_server(&lab.internet, port, s.is_mptcp())?);
+        let mut t = IperfTest::tcp(INTERNET, port, duration_s);
+        t.omit_s = omit_s;
+        t.bind = Some(s.source());
+        t.mptcp = s.is_mptcp();
+        t.interval_s = 1.0;
+        tests.push(t);
+    }
+    let clients = tests
+        .iter()
+        .map(|t| iperf::start_client(&lab.client, t))
+        .collect::<Result<Vec<_>, _>>()?;
+    let results = clients
+        .into_iter()
+        .zip(&tests)
+        .map(|(c, t)| iperf::finish(c, t))
+        .collect();
+    drop(servers);
+    Ok(results)
+}
+
+/// The web workload `web` (workload index 0 of a run seeded `seed`), its arrivals for
+/// `stop_after`, run by every system at once; open flows get `grace` to finish.
+pub fn web(
+    lab: &mut Lab,
+    systems: &[System],
+    web: &WebConfig,
+    seed: u64,
+    stop_after: Duration,
+    grace: Duration,
+) -> Result<Vec<WebResult>, LabError> {
+    let paths = lab.paths().to_vec();
+    lab.reset_links(&paths)?;
+    let _server = http_server(lab)?;
+    let end = Instant::ZERO + stop_after;
+    let clock = lab.clock();
+    let server = SocketAddrV4::new(INTERNET, HTTP_PORT);
+    let client = &lab.client;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = systems
+            .iter()
+            .map(|s| {
+                let route = s.route();
+                scope.spawn(move || {
+                    let arrivals = WebArrivals::new(web, 0, seed, end)
+                        .map_err(|e| LabError::Config(e.to_string()))?;
+                    WebRun {
+                        route,
+                        server,
+                        arrivals,
+                        stop_after,
+                        grace,
+                    }
+                    .run(client, clock)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(LabError::App("a web workload thread panicked".into())))
+            })
+            .collect()
+    })
+}
+
+/// What a path failure under load did to one system.
+#[derive(Clone, Debug, Serialize)]
+pub struct Failover {
+    /// Width of a goodput bin, ms.
+    pub bin_ms: u64,
+    /// The bulk download's goodput per bin, Mbit/s, from the start of the run.
+    pub goodput_mbps: Vec<f64>,
+    /// When the path failed, s from the start.
+    pub fail_at_s: f64,
+    /// Mean goodput before the failure (from 1 s in), Mbit/s.
+    pub before_mbps: f64,
+    /// Time from the failure until the goodput over `RECOVERY_WINDOW_MS` first reaches
+    /// half the surviving path's TCP capacity; `None` if it never does.
+    pub recovery_ms: Option<f64>,
+    /// Longest run of empty bins after the failure, ms.
+    pub longest_stall_ms: f64,
+    /// The bulk connection was reset or failed.
+    pub bulk_reset: bool,
+    /// The short flows running meanwhile.
+    pub web: WebResult,
+}
+
+/// Goodput bins for failover timelines.
+pub const BIN_MS: u64 = 50;
+/// Window over which recovered goodput is judged.
+pub const RECOVERY_WINDOW_MS: u64 = 300;
+
+/// Runs a bulk download (HTTP, unbounded) and the web workload `web` through `system`;
+/// path `fail` is blackholed both ways from `fail_at_s` to the end of the run.
+/// `surviving_mbps` is the TCP capacity left, which recovery is judged against.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one experiment's knobs, named at the call"
+)]
+pub fn failover(
+    lab: &mut Lab,
+    system: &System,
+    fail: usize,
+    fail_at_s: f64,
+    duration_s: f64,
+    surviving_mbps: f64,
+    web: &WebConfig,
+    seed: u64,
+) -> Result<Failover, LabError> {
+    let mut paths = lab.paths().to_vec();
+    let window = BlackoutConfig {
+        start_s: fail_at_s,
+        duration_s: duration_s + 3600.0,
+    };
+    let p = paths
+        .get_mut(fail)
+        .ok_or_else(|| LabError::Config(format!("no path {fail} to fail")))?;
+    p.up.blackouts.push(window.clone());
+    p.down.blackouts.push(window);
+    let epoch = lab.reset_links(&paths)?;
+    let _server = http_server(lab)?;
+    let clock = lab.clock();
+    let server = SocketAddrV4::new(INTERNET, HTTP_PORT);
+    let run_for = Duration::from_secs_f64(duration_s);
+    let deadline = epoch + run_for;
+    let bins = (duration_s * 1000.0 / BIN_MS as f64).ceil() as usize;
+    let bytes = Mutex::new(vec![0u64; bins]);
+    let route = system.route();
+    let client = &lab.client;
+    let (bulk, web_result) = std::thread::scope(|scope| {
+        let bulk = scope.spawn(|| {
+            client.enter_scoped(|| {
+                Ok(http::fetch(
+                    route,
+                    server,
+                    None,
+                    &clock,
+                    deadline,
+                    |now, n| {
+                        let i = (now - epoch).as_millis() as usize / BIN_MS as usize;
+                        if let Ok(mut b) = bytes.lock() {
+                            if let Some(x) = b.get_mut(i) {
+                                *x += n;
+                            }
+                        }
+                    },
+                ))
+            })
+        });
+        let flows = scope.spawn(|| {
+            let end = Instant::ZERO + run_for;
+            let arrivals =
+                WebArrivals::new(web, 0, seed, end).map_err(|e| LabError::Config(e.to_string()))?;
+            WebRun {
+                route,
+                server,
+                arrivals,
+                stop_after: run_for.saturating_sub(Duration::from_secs(1)),
+                grace: Duration::from_secs(10),
+            }
+            .run(client, clock)
+        });
+        (
+            bulk.join()
+                .unwrap_or_else(|_| Err(LabError::App("the bulk thread panicked".into()))),
+            flows
+                .join()
+                .unwrap_or_else(|_| Err(LabError::App("the web thread panicked".into()))),
+        )
+    });
+    let bulk = bulk?;
+    let bytes = bytes.into_inner().unwrap_or_default();
+    let goodput: Vec<f64> = bytes
+        .iter()
+        .map(|&b| b as f64 * 8.0 / (BIN_MS as f64 / 1000.0) / 1e6)
+        .collect();
+    let fail_bin = (fail_at_s * 1000.0 / BIN_MS as f64) as usize;
+    let (recovery_ms, longest_stall_ms) = recovery(&goodput, fail_bin, surviving_mbps);
+    let first = (1000 / BIN_MS) as usize;
+    let before = goodput.get(first..fail_bin).unwrap_or_default();
+    Ok(Failover {
+        bin_ms: BIN_MS,
+        before_mbps: before.iter().sum::<f64>() / before.len().max(1) as f64,
+        goodput_mbps: goodput,
+        fail_at_s,
+        recovery_ms,
+        longest_stall_ms,
+        bulk_reset: bulk.reset || bulk.failed,
+        web: web_result?,
+    })
+}
+
+/// Recovery time and longest stall after `fail_bin` in a goodput series of `BIN_MS` bins
+/// (see [`Failover`]).
+pub fn recovery(goodput: &[f64], fail_bin: usize, surviving_mbps: f64) -> (Option<f64>, f64) {
+    let w = (RECOVERY_WINDOW_MS / BIN_MS) as usize;
+    let threshold = surviving_mbps / 2.0;
+    let mut recovered = None;
+    for i in fail_bin..goodput.len().saturating_sub(w - 1) {
+        let mean = goodput[i..i + w].iter().sum::<f64>() / w as f64;
+        if mean >= threshold {
+            recovered = Some(((i - fail_bin) as u64 * BIN_MS) as f64);
+            break;
+        }
+    }
+    let mut longest = 0usize;
+    let mut run = 0usize;
+    for &g in goodput.get(fail_bin..).unwrap_or_default() {
+        if g == 0.0 {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    (recovered, (longest as u64 * BIN_MS) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recovery_is_the_first_window_back_above_half_capacity() {
+        // 10 Mbit/s before, failure at bin 4, 6 empty bins, then 8 Mbit/s.
+        let mut g = vec![10.0; 4];
+        g.extend([0.0; 6]);
+        g.extend([8.0; 10]);
+        let (r, stall) = recovery(&g, 4, 10.0);
+        assert_eq!(r, Some(300.0));
+        assert_eq!(stall, 300.0);
+        // A seamless failover recovers at once; a dead one never does.
+        assert_eq!(recovery(&[10.0; 20], 4, 10.0).0, Some(0.0));
+        assert_eq!(recovery(&[0.0; 20], 4, 10.0), (None, 800.0));
+    }
+}
