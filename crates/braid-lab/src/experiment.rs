@@ -127,8 +127,9 @@ pub struct Failover {
     pub fail_at_s: f64,
     /// Mean goodput before the failure (from 1 s in), Mbit/s.
     pub before_mbps: f64,
-    /// Time from the failure until the goodput over `RECOVERY_WINDOW_MS` first reaches
-    /// half the surviving path's TCP capacity; `None` if it never does.
+    /// Time from the failure to the first non-empty bin that starts a window of
+    /// `RECOVERY_WINDOW_MS` whose goodput reaches half the surviving path's TCP capacity;
+    /// `None` if none does.
     pub recovery_ms: Option<f64>,
     /// Longest run of empty bins after the failure, ms.
     pub longest_stall_ms: f64,
@@ -250,6 +251,9 @@ pub fn recovery(goodput: &[f64], fail_bin: usize, surviving_mbps: f64) -> (Optio
     let threshold = surviving_mbps / 2.0;
     let mut recovered = None;
     for i in fail_bin..goodput.len().saturating_sub(w - 1) {
+        if goodput[i] == 0.0 {
+            continue;
+        }
         let mean = goodput[i..i + w].iter().sum::<f64>() / w as f64;
         if mean >= threshold {
             recovered = Some(((i - fail_bin) as u64 * BIN_MS) as f64);
