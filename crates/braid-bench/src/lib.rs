@@ -11,6 +11,11 @@
 mod common;
 pub mod demo;
 mod fec_codec;
+mod lab_bulk;
+mod lab_bus;
+mod lab_common;
+mod lab_emulator;
+mod lab_failover;
 mod never_worse;
 mod osctp_fig9;
 mod pluribus_bus;

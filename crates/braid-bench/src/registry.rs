@@ -18,6 +18,10 @@ static ALL: &[&dyn Bench] = &[
     &crate::pluribus_coding::Fig10,
     &crate::pluribus_coding::Fig12,
     &crate::pluribus_coding::Fig13,
+    &crate::lab_emulator::LabEmulator,
+    &crate::lab_bulk::LabBulk,
+    &crate::lab_bus::LabBus,
+    &crate::lab_failover::LabFailover,
 ];
 
 /// All benchmarks, in the order `braid bench --list` shows them.

@@ -1,7 +1,8 @@
 //! `braid`: the command-line front end. Subcommands run the simulator (`sim`), the named
-//! benchmarks (`bench`) and the demo (`demo`).
+//! benchmarks (`bench`), the lab (`lab`) and the demo (`demo`).
 
 mod demo;
+mod lab;
 mod progress;
 mod sim;
 
@@ -28,6 +29,9 @@ enum Command {
     Sim(sim::Args),
     /// Run a named benchmark (see --list), comparing systems side by side in one run.
     Bench(BenchArgs),
+    /// The real testbed: network namespaces, emulated links, real TCP, Linux MPTCP beside
+    /// braid (needs root; docs/lab.md).
+    Lab(lab::Args),
 }
 
 #[derive(clap::Args)]
@@ -55,6 +59,7 @@ fn main() -> std::process::ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::Sim(a) => sim::run(a),
         Command::Bench(a) => bench(a),
+        Command::Lab(a) => lab::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

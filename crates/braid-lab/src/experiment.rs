@@ -127,9 +127,9 @@ pub struct Failover {
     pub fail_at_s: f64,
     /// Mean goodput before the failure (from 1 s in), Mbit/s.
     pub before_mbps: f64,
-    /// Time from the failure to the first non-empty bin that starts a window of
-    /// `RECOVERY_WINDOW_MS` whose goodput reaches half the surviving path's TCP capacity;
-    /// `None` if none does.
+    /// Time from the failure to the first non-empty bin from which every window of
+    /// `RECOVERY_WINDOW_MS` starting within `RECOVERY_HOLD_MS` has a goodput of at least
+    /// half the surviving path's TCP capacity; `None` if there is none.
     pub recovery_ms: Option<f64>,
     /// Longest run of empty bins after the failure, ms.
     pub longest_stall_ms: f64,
@@ -143,6 +143,8 @@ pub struct Failover {
 pub const BIN_MS: u64 = 50;
 /// Window over which recovered goodput is judged.
 pub const RECOVERY_WINDOW_MS: u64 = 300;
+/// How long goodput must stay recovered (every window starting within it).
+pub const RECOVERY_HOLD_MS: u64 = 2000;
 
 /// Runs a bulk download (HTTP, unbounded) and the web workload `web` through `system`;
 /// path `fail` is blackholed both ways from `fail_at_s` to the end of the run.
@@ -248,18 +250,14 @@ pub fn failover(
 /// (see [`Failover`]).
 pub fn recovery(goodput: &[f64], fail_bin: usize, surviving_mbps: f64) -> (Option<f64>, f64) {
     let w = (RECOVERY_WINDOW_MS / BIN_MS) as usize;
+    let stay = (RECOVERY_HOLD_MS / BIN_MS) as usize;
     let threshold = surviving_mbps / 2.0;
-    let mut recovered = None;
-    for i in fail_bin..goodput.len().saturating_sub(w - 1) {
-        if goodput[i] == 0.0 {
-            continue;
-        }
-        let mean = goodput[i..i + w].iter().sum::<f64>() / w as f64;
-        if mean >= threshold {
-            recovered = Some(((i - fail_bin) as u64 * BIN_MS) as f64);
-            break;
-        }
-    }
+    let window_ok = |i: usize| goodput[i..i + w].iter().sum::<f64>() / w as f64 >= threshold;
+    let last_start = goodput.len().saturating_sub(w);
+    let recovered = (fail_bin..=last_start)
+        .filter(|&i| goodput.get(i).is_some_and(|&g| g > 0.0))
+        .find(|&i| (i..=(i + stay).min(last_start)).all(window_ok))
+        .map(|i| ((i - fail_bin) as u64 * BIN_MS) as f64);
     let mut longest = 0usize;
     let mut run = 0usize;
     for &g in goodput.get(fail_bin..).unwrap_or_default() {
@@ -279,15 +277,16 @@ mod tests {
 
     #[test]
     fn recovery_is_the_first_window_back_above_half_capacity() {
-        // 10 Mbit/s before, failure at bin 4, 6 empty bins, then 8 Mbit/s.
+        // 10 Mbit/s before, failure at bin 4, a burst of data already in flight, 6 empty
+        // bins, then 8 Mbit/s for good.
         let mut g = vec![10.0; 4];
-        g.extend([0.0; 6]);
-        g.extend([8.0; 10]);
+        g.extend([30.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        g.extend([8.0; 60]);
         let (r, stall) = recovery(&g, 4, 10.0);
-        assert_eq!(r, Some(300.0));
+        assert_eq!(r, Some(350.0));
         assert_eq!(stall, 300.0);
         // A seamless failover recovers at once; a dead one never does.
-        assert_eq!(recovery(&[10.0; 20], 4, 10.0).0, Some(0.0));
+        assert_eq!(recovery(&[10.0; 80], 4, 10.0).0, Some(0.0));
         assert_eq!(recovery(&[0.0; 20], 4, 10.0), (None, 800.0));
     }
 }

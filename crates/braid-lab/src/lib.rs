@@ -23,6 +23,7 @@ mod error;
 pub mod experiment;
 pub mod mptcp;
 pub mod netns;
+pub mod scenario_run;
 pub mod support;
 pub mod system;
 pub mod topology;

@@ -26,7 +26,10 @@ fn path(name: &str, mbps: f64, rtt_ms: f64) -> PathSpec {
 }
 
 fn existing(names: &[String]) -> Vec<String> {
-    let out = Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_whitespace().next())

@@ -1,0 +1,207 @@
+//! `lab-bulk`: bulk TCP (iperf3, Cubic) over 2, 3 and 4 heterogeneous emulated paths
+//! (2-20 Mbit/s, 20-200 ms RTT, one path with 1% loss), through braid, Linux MPTCP and
+//! each path alone, in real kernels. Headline: braid's goodput over MPTCP's on the
+//! hardest case (four paths).
+
+use braid_lab::accuracy::TCP_PAYLOAD;
+use braid_lab::braid_daemon::BraidTunnel;
+use braid_lab::experiment;
+use braid_lab::support::Need;
+use braid_lab::{Lab, PathSpec, System};
+use serde_json::{json, Value};
+
+use crate::common::f;
+use crate::lab_common::{braid_unavailable, delivery_error, delivery_note, num, path, ready};
+use crate::{Bench, BenchError, BenchReport, Headline, Options, Table};
+
+pub struct LabBulk;
+
+/// The paths, in the order cases add them: (name, Mbit/s, RTT ms, loss).
+const PATHS: [(&str, f64, f64, f64); 4] = [
+    ("lte", 20.0, 40.0, 0.0),
+    ("dsl", 10.0, 100.0, 0.01),
+    ("umts", 5.0, 200.0, 0.0),
+    ("edge", 2.0, 20.0, 0.0),
+];
+
+/// braid's scheduler for bulk transfers.
+const BRAID_SCHEDULER: &str = "delay-based";
+
+fn paths(n: usize) -> Vec<PathSpec> {
+    PATHS[..n]
+        .iter()
+        .map(|&(name, mbps, rtt, loss)| path(name, mbps, rtt, loss))
+        .collect()
+}
+
+/// One case's figures: per system goodput, and the notes it raised.
+struct Case {
+    json: Value,
+    row: Vec<String>,
+    braid: f64,
+    mptcp: f64,
+    notes: Vec<String>,
+}
+
+fn run_case(
+    n: usize,
+    duration: u32,
+    omit: u32,
+    braid_why: &Option<String>,
+) -> Result<Case, BenchError> {
+    let specs = paths(n);
+    let names: Vec<String> = specs.iter().map(|p| p.name.clone()).collect();
+    let capacity: f64 = PATHS[..n].iter().map(|p| p.1).sum::<f64>() * TCP_PAYLOAD / 1500.0;
+    let mut lab = Lab::build(&specs, 1)?;
+    let mut notes = Vec::new();
+
+    let singles: Vec<System> = (0..n).map(System::Path).collect();
+    let results = experiment::bulk(&mut lab, &singles, duration, omit)?;
+    let mut per_path = serde_json::Map::new();
+    let mut best = (String::new(), f64::NAN);
+    for (k, r) in results.iter().enumerate() {
+        let g = match r {
+            Ok(r) => r.goodput_mbps,
+            Err(e) => {
+                notes.push(format!("{n} paths: {} alone failed: {e}", names[k]));
+                f64::NAN
+            }
+        };
+        per_path.insert(names[k].clone(), num(g));
+        if g.is_finite() && (best.1.is_nan() || g > best.1) {
+            best = (names[k].clone(), g);
+        }
+    }
+    let singles_error = delivery_error(&lab);
+
+    let mptcp = match lab.mptcp_unavailable() {
+        Some(why) => {
+            notes.push(format!("Linux MPTCP unavailable: {why}"));
+            Err(why.to_owned())
+        }
+        None => match experiment::bulk(&mut lab, &[System::Mptcp], duration, omit)?.remove(0) {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                notes.push(format!("{n} paths: MPTCP failed: {e}"));
+                Err(e.to_string())
+            }
+        },
+    };
+    let mptcp_error = delivery_error(&lab);
+    let mptcp_goodput = mptcp.as_ref().map_or(f64::NAN, |r| r.goodput_mbps);
+
+    let braid = match braid_why {
+        Some(_) => None,
+        None => {
+            let system = System::Braid(BRAID_SCHEDULER.into());
+            let _tunnel = BraidTunnel::start(&lab, BRAID_SCHEDULER)?;
+            Some(experiment::bulk(&mut lab, &[system], duration, omit)?.remove(0))
+        }
+    };
+    let braid_goodput = match &braid {
+        Some(Ok(r)) => r.goodput_mbps,
+        Some(Err(e)) => {
+            notes.push(format!("{n} paths: braid failed: {e}"));
+            f64::NAN
+        }
+        None => f64::NAN,
+    };
+    notes.push(delivery_note(
+        &format!("{n} paths, MPTCP run"),
+        &mptcp_error,
+    ));
+
+    let json = json!({
+        "paths": PATHS[..n].iter().map(|p| json!({"name": p.0, "rate_mbps": p.1, "rtt_ms": p.2, "loss": p.3})).collect::<Vec<_>>(),
+        "capacity_mbps": capacity,
+        "single_path_mbps": per_path,
+        "best_single": { "path": best.0, "goodput_mbps": num(best.1) },
+        "mptcp": {
+            "goodput_mbps": num(mptcp_goodput),
+            "retransmits": mptcp.as_ref().ok().and_then(|r| r.retransmits),
+            "of_capacity": num(mptcp_goodput / capacity),
+        },
+        "braid": {
+            "scheduler": BRAID_SCHEDULER,
+            "goodput_mbps": num(braid_goodput),
+            "of_capacity": num(braid_goodput / capacity),
+            "unavailable": braid_why,
+        },
+        "emulator_delivery_error": { "single_paths": singles_error, "mptcp": mptcp_error },
+    });
+    let row = vec![
+        format!("{n} ({})", names.join("+")),
+        f(capacity, 1),
+        format!("{} ({})", f(best.1, 2), best.0),
+        f(mptcp_goodput, 2),
+        f(braid_goodput, 2),
+        f(braid_goodput / mptcp_goodput, 2),
+    ];
+    Ok(Case {
+        json,
+        row,
+        braid: braid_goodput,
+        mptcp: mptcp_goodput,
+        notes,
+    })
+}
+
+impl Bench for LabBulk {
+    fn name(&self) -> &'static str {
+        "lab-bulk"
+    }
+
+    fn summary(&self) -> &'static str {
+        "bulk TCP over 2-4 emulated paths in real kernels: braid vs Linux MPTCP vs the best single path (root)"
+    }
+
+    fn run(&self, opts: &mut Options<'_>) -> Result<BenchReport, BenchError> {
+        ready(&[Need::Iperf, Need::Mptcp])?;
+        let (duration, omit) = if opts.quick { (8, 2) } else { (30, 5) };
+        let braid_why = braid_unavailable();
+        let mut table = Table::new([
+            "paths",
+            "capacity Mbit/s",
+            "best single Mbit/s",
+            "MPTCP Mbit/s",
+            "braid Mbit/s",
+            "braid / MPTCP",
+        ]);
+        let mut systems = serde_json::Map::new();
+        let mut notes = vec![format!(
+            "iperf3 download, Cubic, {duration} s after {omit} s left out; capacity = summed \
+             rates x 1448/1500 (TCP payload per IP packet); the single paths run at once, \
+             one per path; MPTCP's first subflow is on the first path; queues 250 ms"
+        )];
+        if let Some(why) = &braid_why {
+            notes.push(format!(
+                "braid cannot run in the lab yet ({why}): no braid figures"
+            ));
+        }
+        let mut last = (f64::NAN, f64::NAN);
+        for (i, n) in [2, 3, 4].into_iter().enumerate() {
+            opts.progress("lab-bulk", i as f64 / 3.0);
+            let case = run_case(n, duration, omit, &braid_why)?;
+            table.row(case.row);
+            systems.insert(format!("{n} paths"), case.json);
+            notes.extend(case.notes);
+            last = (case.braid, case.mptcp);
+        }
+        opts.progress("lab-bulk", 1.0);
+        Ok(BenchReport {
+            bench: self.name().into(),
+            seed: opts.seed,
+            quick: opts.quick,
+            systems: Value::Object(systems),
+            headline: Headline::new(
+                "braid goodput / Linux MPTCP goodput over 4 paths",
+                last.0 / last.1,
+                None,
+                1.5,
+                true,
+            ),
+            notes,
+            table,
+        })
+    }
+}
