@@ -22,7 +22,7 @@ mod system;
 #[cfg(test)]
 mod tests;
 
-pub use system::InterfaceInfo;
+pub use system::{interfaces, InterfaceInfo};
 
 /// A configuration the daemon will not start with: one line naming the file, what is wrong
 /// and how to fix it.
