@@ -1,6 +1,8 @@
-//! `braid`: the command-line front end. Subcommands run the simulator (`sim`), the named
-//! benchmarks (`bench`), the lab (`lab`) and the demo (`demo`).
+//! `braid`: the command-line front end. Subcommands run the daemon (`gateway`, `server`,
+//! `status`), the simulator (`sim`), the named benchmarks (`bench`), the lab (`lab`) and
+//! the demo (`demo`).
 
+mod daemon;
 mod demo;
 mod lab;
 mod progress;
@@ -22,6 +24,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the gateway: the end with several uplinks (config: docs/daemon.md).
+    Gateway(daemon::DaemonArgs),
+    /// Run the server: the wired end that serves many gateways (config: docs/daemon.md).
+    Server(daemon::DaemonArgs),
+    /// Show a running gateway's or server's paths: state, rate, RTT, loss, bytes.
+    Status(daemon::StatusArgs),
     /// Run the demo: the bus scenario of PluriBus (two lossy cellular links of unequal
     /// delay, short web flows) through braid and through each link alone, side by side.
     Demo(demo::Args),
@@ -56,6 +64,9 @@ struct BenchArgs {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Gateway(a) => daemon::gateway(a),
+        Command::Server(a) => daemon::server(a),
+        Command::Status(a) => daemon::status(a),
         Command::Demo(a) => demo::run(a),
         Command::Sim(a) => sim::run(a),
         Command::Bench(a) => bench(a),

@@ -18,6 +18,8 @@ pub enum Event {
     PeerHello { paths: Option<u8> },
     /// (Gateway) the server's configuration arrived and was applied.
     Configured {
+        /// The tunnel address and prefix length the server gave this gateway.
+        address: Option<(std::net::Ipv4Addr, u8)>,
         mtu: Option<u16>,
         hole_timeout: Option<Duration>,
     },

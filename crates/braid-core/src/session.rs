@@ -105,6 +105,8 @@ pub struct Session {
     configured: bool,
     /// Server: a hello arrived on this path and wants a config in reply.
     config_due: Option<PathId>,
+    /// Server: the tunnel address (and prefix length) the gateway is given in the config.
+    tunnel_address: Option<(std::net::Ipv4Addr, u8)>,
     events: VecDeque<Event>,
     entries: Vec<PathEntry>,
     stats: SessionStats,
@@ -161,9 +163,16 @@ impl Session {
             delay_base: None,
             rx_since_report: false,
             config_due: None,
+            tunnel_address: None,
             events: VecDeque::new(),
             stats: SessionStats::default(),
         })
+    }
+
+    /// (Server) The tunnel address and prefix length to give the gateway in the config
+    /// message that answers its hello (docs/wire.md, Config option 1).
+    pub fn set_tunnel_address(&mut self, address: Option<(std::net::Ipv4Addr, u8)>) {
+        self.tunnel_address = address;
     }
 
     /// Replaces the default class's path scheduler (for experiments that compare
@@ -324,6 +333,7 @@ impl Session {
                         self.reseq.set_hole_timeout(h);
                     }
                     self.push_event(Event::Configured {
+                        address: c.address,
                         mtu: c.mtu,
                         hole_timeout: hole,
                     });
@@ -504,6 +514,7 @@ impl Session {
         let path = self.config_due.take()?;
         let pi = self.index[usize::from(path)].map(usize::from)?;
         let msg = Message::Config(ConfigMsg {
+            address: self.tunnel_address,
             mtu: u16::try_from(self.config.max_packet_size).ok(),
             hole_timeout_ms: u16::try_from(self.config.hole_timeout.as_millis()).ok(),
             ..ConfigMsg::default()

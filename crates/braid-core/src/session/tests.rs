@@ -436,3 +436,20 @@ fn idle_session_only_heartbeats() {
     }
     assert!(net.at_server.is_empty());
 }
+
+#[test]
+fn the_server_gives_the_gateway_its_tunnel_address() {
+    let mut net = Net::new(
+        config(),
+        vec![Pipe::new(20, None)],
+        vec![Pipe::new(20, None)],
+    );
+    let addr = (std::net::Ipv4Addr::new(10, 77, 0, 17), 24);
+    net.srv.set_tunnel_address(Some(addr));
+    net.run_until(net.at(300));
+    let got = net.gw_events.iter().find_map(|e| match e {
+        Event::Configured { address, mtu, .. } => Some((*address, *mtu)),
+        _ => None,
+    });
+    assert_eq!(got, Some((Some(addr), Some(1500))));
+}

@@ -1,0 +1,306 @@
+//! `braid gateway`, `braid server` and `braid status`: the daemon (crates/braid-net) and
+//! its status view.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use braid_net::config::{GatewayConfig, ServerConfig};
+use braid_net::control::{self, ControlSocket};
+use braid_net::envelope::{Envelope, Plaintext};
+use braid_net::status::Status;
+
+#[derive(clap::Args)]
+pub struct DaemonArgs {
+    /// The config file (docs/daemon.md).
+    #[arg(short, long)]
+    config: Option<PathBuf>,
+    /// Check the config (and the machine: key file, interfaces, port) and exit.
+    #[arg(long)]
+    check: bool,
+    /// Log format: text or json (one object per line). Levels from RUST_LOG (default info).
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+}
+
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    /// The daemon's control socket (default: from the config, or the only socket in
+    /// /run/braid).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Find the socket through this gateway or server config.
+    #[arg(short, long)]
+    config: Option<PathBuf>,
+    /// Print the whole status as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+fn init_logs(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        b.json().init();
+    } else {
+        b.init();
+    }
+}
+
+fn shared() -> braid_net::status::Shared {
+    Arc::new(Mutex::new(Status::default()))
+}
+
+fn plaintext_envelopes() -> Box<dyn FnMut() -> Box<dyn Envelope>> {
+    Box::new(|| Box::new(Plaintext) as Box<dyn Envelope>)
+}
+
+pub fn gateway(a: DaemonArgs) -> anyhow::Result<()> {
+    let path = a
+        .config
+        .unwrap_or_else(|| PathBuf::from("/etc/braid/gateway.toml"));
+    let cfg = GatewayConfig::load(&path)?;
+    let mtu = cfg.check_system()?;
+    if !cfg.plaintext {
+        anyhow::bail!(
+            "{}: encryption is not available in this build: set plaintext = true in [interface] to run unencrypted",
+            cfg.file
+        );
+    }
+    if a.check {
+        return crate::emit(&format!("{}: ok (inner MTU {mtu})\n", cfg.file));
+    }
+    init_logs(&a.log_format);
+    let shared = shared();
+    let _control =
+        ControlSocket::serve(&cfg.socket_path(), shared.clone()).map_err(anyhow::Error::msg)?;
+    if let Some(m) = cfg.control.metrics {
+        braid_net::metrics::serve(m, shared.clone()).map_err(anyhow::Error::msg)?;
+    }
+    let mut shutdown = braid_net::Shutdown::new()?;
+    let mut g = braid_net::gateway::Gateway::new(cfg, mtu, plaintext_envelopes(), shared)?;
+    g.run(&mut shutdown)?;
+    Ok(())
+}
+
+pub fn server(a: DaemonArgs) -> anyhow::Result<()> {
+    let path = a
+        .config
+        .unwrap_or_else(|| PathBuf::from("/etc/braid/server.toml"));
+    let cfg = ServerConfig::load(&path)?;
+    cfg.check_system()?;
+    if !cfg.plaintext {
+        anyhow::bail!(
+            "{}: encryption is not available in this build: set plaintext = true in [interface] to run unencrypted",
+            cfg.file
+        );
+    }
+    if a.check {
+        return crate::emit(&format!("{}: ok\n", cfg.file));
+    }
+    init_logs(&a.log_format);
+    let shared = shared();
+    let _control =
+        ControlSocket::serve(&cfg.socket_path(), shared.clone()).map_err(anyhow::Error::msg)?;
+    if let Some(m) = cfg.control.metrics {
+        braid_net::metrics::serve(m, shared.clone()).map_err(anyhow::Error::msg)?;
+    }
+    let mut shutdown = braid_net::Shutdown::new()?;
+    let mut s = braid_net::server::Server::new(cfg, plaintext_envelopes(), shared)?;
+    s.run(&mut shutdown)?;
+    Ok(())
+}
+
+/// The control socket to ask: given, from a config, or the only one in /run/braid.
+fn socket_for(a: &StatusArgs) -> anyhow::Result<PathBuf> {
+    if let Some(s) = &a.socket {
+        return Ok(s.clone());
+    }
+    if let Some(c) = &a.config {
+        if let Ok(g) = GatewayConfig::load(c) {
+            return Ok(g.socket_path());
+        }
+        return Ok(ServerConfig::load(c)?.socket_path());
+    }
+    let dir = Path::new("/run/braid");
+    let socks: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|r| {
+            r.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "sock"))
+                .collect()
+        })
+        .unwrap_or_default();
+    match socks.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => anyhow::bail!(
+            "no braid daemon found in /run/braid (is one running? pass --socket PATH or --config FILE)"
+        ),
+        many => anyhow::bail!(
+            "several braid daemons in /run/braid ({}): pass --socket PATH",
+            many.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+pub fn status(a: StatusArgs) -> anyhow::Result<()> {
+    let sock = socket_for(&a)?;
+    let s = control::query(&sock).map_err(anyhow::Error::msg)?;
+    if a.json {
+        return crate::emit(&(serde_json::to_string_pretty(&s)? + "\n"));
+    }
+    crate::emit(&render(&s))
+}
+
+fn rate(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.2} Gb/s", bps / 1e9)
+    } else if bps >= 1e6 {
+        format!("{:.1} Mb/s", bps / 1e6)
+    } else if bps >= 1e3 {
+        format!("{:.0} kb/s", bps / 1e3)
+    } else {
+        format!("{bps:.0} b/s")
+    }
+}
+
+fn bytes(b: u64) -> String {
+    let b = b as f64;
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.0} kB", b / 1e3)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+fn duration(s: f64) -> String {
+    let s = s.max(0.0) as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// The human view: one table of paths per session, then what was dropped.
+pub fn render(s: &Status) -> String {
+    let mut o = format!(
+        "{} {}  mtu {}  {}  offloads {}  up {}\n",
+        s.role,
+        s.tun,
+        s.mtu,
+        if s.encrypted {
+            "encrypted"
+        } else {
+            "UNENCRYPTED"
+        },
+        if s.offload { "on" } else { "off" },
+        duration(s.uptime_s)
+    );
+    if s.sessions.is_empty() {
+        o += "no sessions\n";
+    }
+    for ss in &s.sessions {
+        o += &format!(
+            "\nsession {:08x}  {}  address {}  {}  up {}\n",
+            ss.session_id,
+            ss.peer,
+            ss.tunnel_address.as_deref().unwrap_or("-"),
+            if ss.established {
+                "established"
+            } else {
+                "connecting"
+            },
+            duration(ss.uptime_s)
+        );
+        let header = [
+            "PATH",
+            "STATE",
+            "TX RATE",
+            "RX RATE",
+            "RTT",
+            "LOSS TX/RX",
+            "CAPACITY",
+            "SENT",
+            "RECEIVED",
+            "METERED",
+        ];
+        let mut rows: Vec<[String; 10]> = vec![header.map(str::to_owned)];
+        for p in &ss.paths {
+            rows.push([
+                p.name.clone(),
+                p.state.clone(),
+                rate(p.tx_bps),
+                rate(p.rx_bps),
+                p.rtt_ms.map_or("-".to_owned(), |r| format!("{r:.1} ms")),
+                format!("{:.1}%/{:.1}%", p.tx_loss * 100.0, p.rx_loss * 100.0),
+                rate(p.capacity_bps as f64),
+                bytes(p.tx_bytes),
+                bytes(p.rx_bytes),
+                if p.metered {
+                    bytes(p.metered_bytes)
+                } else {
+                    "-".to_owned()
+                },
+            ]);
+        }
+        let widths: Vec<usize> = (0..10)
+            .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+            .collect();
+        for r in &rows {
+            let line: Vec<String> = r
+                .iter()
+                .zip(&widths)
+                .map(|(v, w)| format!("{v:<w$}"))
+                .collect();
+            o += "  ";
+            o += line.join("  ").trim_end();
+            o += "\n";
+        }
+        o += &format!(
+            "  inner: sent {} ({} packets), delivered {} ({} packets), recovered {}, holes skipped {}\n",
+            bytes(ss.inner_tx_bytes),
+            ss.inner_tx_packets,
+            bytes(ss.inner_rx_bytes),
+            ss.inner_rx_packets,
+            ss.recovered,
+            ss.holes_skipped
+        );
+    }
+    let d = &s.drops;
+    let drops = [
+        ("unauthenticated", d.unauthenticated),
+        ("replayed", d.replayed),
+        ("unknown session", d.unknown_session),
+        ("unknown key", d.unknown_key),
+        ("engine rejected", d.engine_rejected),
+        ("spoofed", d.spoofed),
+        ("no route", d.no_route),
+        ("send errors", d.send_errors),
+        ("tun errors", d.tun_errors),
+        ("table full", d.table_full),
+    ];
+    let nonzero: Vec<String> = drops
+        .iter()
+        .filter(|(_, v)| *v > 0)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    o += &format!(
+        "\ndropped: {}\n",
+        if nonzero.is_empty() {
+            "nothing".to_owned()
+        } else {
+            nonzero.join(", ")
+        }
+    );
+    o
+}

@@ -1,0 +1,166 @@
+//! Gathers outgoing datagrams into GSO runs: datagrams for the same socket and destination
+//! are written back to back into one buffer and leave in one `sendmsg` with a segment size,
+//! as long as they are all that size (the last may be shorter; that is GSO's rule). A few
+//! runs are open at once so that a session alternating between paths still batches on
+//! each.
+
+use std::net::{IpAddr, SocketAddr};
+
+use crate::udp::UdpPath;
+
+/// Largest GSO run, bytes (the kernel's limit is 64 KB including headers).
+const RUN_BYTES: usize = 65_000;
+/// Runs open at once.
+const RUNS: usize = 4;
+
+/// Counters of the sending side.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct TxStats {
+    /// `sendmsg` calls.
+    pub sends: u64,
+    pub datagrams: u64,
+    pub bytes: u64,
+    /// Datagrams the socket refused (buffer full, link down, no route): lost.
+    pub errors: u64,
+}
+
+/// Where a run goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dest {
+    /// Index of the socket in the caller's list.
+    pub socket: usize,
+    pub to: SocketAddr,
+    pub from: Option<IpAddr>,
+}
+
+struct Run {
+    dest: Option<Dest>,
+    buf: Vec<u8>,
+    used: usize,
+    segment: usize,
+    count: usize,
+    /// The last datagram was shorter than `segment`: nothing may follow it.
+    closed: bool,
+    /// Order of last use, for choosing which run to send when all are busy.
+    touched: u64,
+}
+
+/// The open GSO runs.
+pub struct TxBatches {
+    runs: Vec<Run>,
+    clock: u64,
+    max_segments: usize,
+    pub stats: TxStats,
+}
+
+impl TxBatches {
+    /// Runs of at most `max_segments` datagrams.
+    pub fn new(max_segments: usize) -> TxBatches {
+        TxBatches {
+            runs: (0..RUNS)
+                .map(|_| Run {
+                    dest: None,
+                    buf: vec![0; RUN_BYTES],
+                    used: 0,
+                    segment: 0,
+                    count: 0,
+                    closed: false,
+                    touched: 0,
+                })
+                .collect(),
+            clock: 0,
+            max_segments: max_segments.max(1),
+            stats: TxStats::default(),
+        }
+    }
+
+    /// Space for the next datagram of exactly `len` bytes to `dest`; fill it, then call
+    /// [`TxBatches::commit`]. Runs that cannot take it are sent first through `sockets`.
+    pub fn slot(&mut self, dest: Dest, len: usize, sockets: &[Option<UdpPath>]) -> &mut [u8] {
+        self.clock += 1;
+        let len = len.min(RUN_BYTES);
+        let i = match self.runs.iter().position(|r| r.dest == Some(dest)) {
+            Some(i) => {
+                let r = &self.runs[i];
+                let fits = !r.closed
+                    && len <= r.segment
+                    && r.count < self.max_segments
+                    && r.used + len <= RUN_BYTES;
+                if !fits {
+                    self.send(i, sockets);
+                }
+                i
+            }
+            None => {
+                let i = match self.runs.iter().position(|r| r.dest.is_none()) {
+                    Some(i) => i,
+                    None => {
+                        let oldest = (0..self.runs.len())
+                            .min_by_key(|&i| self.runs[i].touched)
+                            .unwrap_or(0);
+                        self.send(oldest, sockets);
+                        oldest
+                    }
+                };
+                self.runs[i].dest = Some(dest);
+                i
+            }
+        };
+        let r = &mut self.runs[i];
+        r.dest = Some(dest);
+        r.touched = self.clock;
+        let start = r.used;
+        &mut r.buf[start..start + len]
+    }
+
+    /// Records the datagram written into the last [`TxBatches::slot`] for `dest`.
+    pub fn commit(&mut self, dest: Dest, len: usize) {
+        let Some(r) = self.runs.iter_mut().find(|r| r.dest == Some(dest)) else {
+            return;
+        };
+        if r.count == 0 {
+            r.segment = len;
+        } else if len < r.segment {
+            r.closed = true;
+        }
+        r.used += len;
+        r.count += 1;
+    }
+
+    /// Sends every open run.
+    pub fn flush(&mut self, sockets: &[Option<UdpPath>]) {
+        for i in 0..self.runs.len() {
+            self.send(i, sockets);
+        }
+    }
+
+    fn send(&mut self, i: usize, sockets: &[Option<UdpPath>]) {
+        let r = &mut self.runs[i];
+        let Some(dest) = r.dest.take() else {
+            return;
+        };
+        if r.count > 0 {
+            let segment = (r.count > 1).then_some(r.segment);
+            self.stats.sends += 1;
+            let ok = sockets
+                .get(dest.socket)
+                .and_then(Option::as_ref)
+                .map(|s| s.send(dest.to, dest.from, &r.buf[..r.used], segment));
+            match ok {
+                Some(Ok(())) => {
+                    self.stats.datagrams += r.count as u64;
+                    self.stats.bytes += r.used as u64;
+                }
+                Some(Err(e)) => {
+                    self.stats.errors += r.count as u64;
+                    tracing::trace!(error = %e, to = %dest.to, "send failed");
+                }
+                None => self.stats.errors += r.count as u64,
+            }
+        }
+        r.used = 0;
+        r.count = 0;
+        r.segment = 0;
+        r.closed = false;
+    }
+}

@@ -1,0 +1,565 @@
+//! `braid gateway`: the end with several uplinks. One event loop drives one engine
+//! [`Session`]: inner packets from the TUN device go in with `send`, datagrams come out of
+//! `poll_transmit` and leave on the uplink the engine chose, sealed at one call site;
+//! datagrams arriving on an uplink are opened at one call site and handed to
+//! `handle_datagram`, and what `poll_deliver` releases goes back to the TUN device.
+//!
+//! Uplinks come and go without a restart: the loop re-reads the interfaces when netlink
+//! says something changed (and every few seconds), re-binding an uplink's socket when its
+//! interface reappears; the engine's heartbeats find the path again by themselves.
+
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use braid_core::{Event, Instant, PathConfig, PathId, Role, Session};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+
+use crate::batch::{Dest, TxBatches};
+use crate::clock::Clock;
+use crate::config::{self, Binding, GatewayConfig};
+use crate::envelope::{Envelope, EnvelopeError};
+use crate::links::LinkWatch;
+use crate::status::{self, Drops, PathStatus, RateMeter, SessionStatus, Shared, Status};
+use crate::tun::Tun;
+use crate::udp::{RxBatch, UdpPath};
+use crate::{mss, DaemonError, Shutdown};
+
+const TUN: Token = Token(0);
+const SIGNALS: Token = Token(1);
+const NETLINK: Token = Token(2);
+const UPLINK0: usize = 16;
+
+/// Reads per source before the loop turns to the others (fairness; edge-triggered sources
+/// left with data are revisited without waiting).
+const BUDGET: usize = 64;
+/// Interfaces are re-read at least this often.
+const LINK_RESCAN: Duration = Duration::from_secs(2);
+/// The status snapshot is refreshed this often.
+const SNAPSHOT_EVERY: Duration = Duration::from_millis(500);
+/// A configured session that heard nothing for this long starts over with a new hello
+/// (the server restarted and forgot it).
+const SILENCE_RESTART: Duration = Duration::from_secs(10);
+
+/// Makes the envelope a new session uses.
+pub type EnvelopeFactory = Box<dyn FnMut() -> Box<dyn Envelope>>;
+
+struct Uplink {
+    cfg: config::Uplink,
+    ifindex: u32,
+    link_up: bool,
+    tx_rate: RateMeter,
+    rx_rate: RateMeter,
+}
+
+/// The running gateway.
+pub struct Gateway {
+    cfg: GatewayConfig,
+    clock: Clock,
+    poll: Poll,
+    tun: Tun,
+    links: LinkWatch,
+    uplinks: Vec<Uplink>,
+    /// `sockets[i]`: uplink `i`'s socket, while its link exists.
+    sockets: Vec<Option<UdpPath>>,
+    session: Session,
+    session_started: Instant,
+    envelopes: EnvelopeFactory,
+    envelope: Box<dyn Envelope>,
+    tx: TxBatches,
+    rx: RxBatch,
+    scratch: Vec<u8>,
+    deliver: Vec<u8>,
+    last_rx: Instant,
+    address: Option<(std::net::Ipv4Addr, u8)>,
+    drops: Drops,
+    udp_recvs: u64,
+    udp_rx_datagrams: u64,
+    shared: Shared,
+    mss: u16,
+}
+
+impl Gateway {
+    /// Sets everything up: TUN device, one socket per uplink, the engine. `mtu` is the
+    /// checked inner MTU ([`GatewayConfig::check_system`]).
+    pub fn new(
+        cfg: GatewayConfig,
+        mtu: u16,
+        mut envelopes: EnvelopeFactory,
+        shared: Shared,
+    ) -> Result<Gateway, DaemonError> {
+        let clock = Clock::start();
+        let now = clock.now();
+        let poll = Poll::new()?;
+        let tun = Tun::open(&cfg.tun, mtu, None).map_err(|e| DaemonError::Tun {
+            name: cfg.tun.clone(),
+            source: e,
+        })?;
+        poll.registry()
+            .register(&mut SourceFd(&tun.as_raw_fd()), TUN, Interest::READABLE)?;
+        let links = LinkWatch::new()?;
+        poll.registry().register(
+            &mut SourceFd(&links.as_raw_fd()),
+            NETLINK,
+            Interest::READABLE,
+        )?;
+        let envelope = envelopes();
+        let session = new_session(&cfg, mtu, envelope.overhead(), now)?;
+        let uplinks = cfg
+            .uplinks
+            .iter()
+            .map(|u| Uplink {
+                cfg: u.clone(),
+                ifindex: 0,
+                link_up: false,
+                tx_rate: RateMeter::default(),
+                rx_rate: RateMeter::default(),
+            })
+            .collect();
+        let scratch = vec![0; session.transmit_buffer_len()];
+        let mut g = Gateway {
+            mss: mss::mss_for_mtu(mtu),
+            clock,
+            poll,
+            tun,
+            links,
+            sockets: (0..cfg.uplinks.len()).map(|_| None).collect(),
+            uplinks,
+            session,
+            session_started: now,
+            envelopes,
+            envelope,
+            tx: TxBatches::new(64),
+            rx: RxBatch::default(),
+            scratch,
+            deliver: Vec::with_capacity(usize::from(mtu) + 64),
+            last_rx: now,
+            address: None,
+            drops: Drops::default(),
+            udp_recvs: 0,
+            udp_rx_datagrams: 0,
+            shared,
+            cfg,
+        };
+        g.rescan_links();
+        tracing::info!(
+            tun = %g.cfg.tun,
+            mtu,
+            offload = g.tun.offload(),
+            server = %g.cfg.server_endpoint,
+            uplinks = g.uplinks.len(),
+            encrypted = !g.cfg.plaintext,
+            "gateway started"
+        );
+        Ok(g)
+    }
+
+    /// Runs until `shutdown` says stop (SIGINT or SIGTERM).
+    pub fn run(&mut self, shutdown: &mut Shutdown) -> Result<(), DaemonError> {
+        shutdown.register(self.poll.registry(), SIGNALS)?;
+        let mut events = Events::with_capacity(64);
+        let mut pending = vec![false; UPLINK0 + self.uplinks.len()];
+        let mut next_rescan = self.clock.now() + LINK_RESCAN;
+        let mut next_snapshot = self.clock.now();
+        loop {
+            let now = self.clock.now();
+            let busy = pending.iter().any(|p| *p);
+            let wake = self
+                .session
+                .poll_timeout()
+                .unwrap_or(Instant::MAX)
+                .min(next_rescan)
+                .min(next_snapshot);
+            let timeout = if busy {
+                Duration::ZERO
+            } else {
+                wake.saturating_duration_since(now)
+            };
+            match self.poll.poll(&mut events, Some(timeout)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+            for ev in events.iter() {
+                match ev.token() {
+                    SIGNALS if shutdown.requested() => {
+                        tracing::info!("shutting down");
+                        return Ok(());
+                    }
+                    NETLINK if self.links.drain() => self.rescan_links(),
+                    SIGNALS | NETLINK => {}
+                    Token(t) if t < pending.len() => pending[t] = true,
+                    _ => {}
+                }
+            }
+            let now = self.clock.now();
+            if pending[TUN.0] {
+                pending[TUN.0] = self.drain_tun(now)?;
+            }
+            for i in 0..self.uplinks.len() {
+                if pending[UPLINK0 + i] {
+                    pending[UPLINK0 + i] = self.drain_uplink(i, now);
+                }
+            }
+            let now = self.clock.now();
+            self.session.handle_timeout(now);
+            self.transmit(now);
+            self.deliver()?;
+            self.handle_events();
+            if now >= next_rescan {
+                next_rescan = now + LINK_RESCAN;
+                self.rescan_links();
+            }
+            if now.saturating_duration_since(self.last_rx) > SILENCE_RESTART {
+                self.restart_session(now)?;
+            }
+            if now >= next_snapshot {
+                next_snapshot = now + SNAPSHOT_EVERY;
+                self.snapshot(now);
+            }
+        }
+    }
+
+    /// Reads inner packets from the TUN device into the engine. True when the budget ran
+    /// out with packets maybe still waiting.
+    fn drain_tun(&mut self, now: Instant) -> Result<bool, DaemonError> {
+        for _ in 0..BUDGET {
+            let n = self.tun.read_batch()?;
+            if n == 0 {
+                return Ok(false);
+            }
+            for i in 0..n {
+                let p = self.tun.packet(i);
+                // `send` copies the packet; clamping needs it mutable, so clamp a copy of
+                // SYNs only (rare), the rest go straight in.
+                let r = if mss::is_tcp_syn(p) {
+                    self.deliver.clear();
+                    self.deliver.extend_from_slice(p);
+                    mss::clamp(&mut self.deliver, self.mss);
+                    self.session.send(now, &self.deliver)
+                } else {
+                    self.session.send(now, p)
+                };
+                if r.is_err() {
+                    self.drops.no_route += 1;
+                }
+            }
+            self.transmit(now);
+        }
+        Ok(true)
+    }
+
+    /// Receives datagrams on uplink `i` into the engine. True when the budget ran out.
+    fn drain_uplink(&mut self, i: usize, now: Instant) -> bool {
+        let path = i as PathId;
+        for _ in 0..BUDGET / 4 {
+            let Some(sock) = self.sockets[i].as_ref() else {
+                return false;
+            };
+            let n = match sock.recv(&mut self.rx) {
+                Ok(0) => return false,
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::debug!(uplink = %self.uplinks[i].cfg.name, error = %e, "receive failed");
+                    return false;
+                }
+            };
+            self.udp_recvs += 1;
+            for g in 0..n {
+                let (meta, bytes) = self.rx.group(g);
+                if !self.cfg.plaintext || meta.addr == self.cfg.server_endpoint {
+                    let stride = meta.stride.max(1);
+                    for d in bytes.chunks_mut(stride) {
+                        self.udp_rx_datagrams += 1;
+                        // The one place received datagrams are opened.
+                        match self.envelope.open(Some(path), d) {
+                            Ok(plain) => {
+                                if self.session.handle_datagram(now, path, plain).is_ok() {
+                                    self.last_rx = now;
+                                } else {
+                                    self.drops.engine_rejected += 1;
+                                }
+                            }
+                            Err(e) => count_open_error(&mut self.drops, e),
+                        }
+                    }
+                } else {
+                    self.drops.unknown_session += 1;
+                }
+            }
+            self.deliver_quiet();
+            self.transmit(now);
+        }
+        true
+    }
+
+    /// Moves everything the engine wants to send into GSO runs and sends them.
+    fn transmit(&mut self, now: Instant) {
+        let overhead = self.envelope.overhead();
+        while let Some(t) = self.session.poll_transmit(now, &mut self.scratch) {
+            let i = usize::from(t.path);
+            if self.sockets.get(i).is_none_or(Option::is_none) {
+                self.drops.send_errors += 1;
+                continue;
+            }
+            let dest = Dest {
+                socket: i,
+                to: self.cfg.server_endpoint,
+                from: None,
+            };
+            let len = t.len + overhead;
+            let slot = self.tx.slot(dest, len, &self.sockets);
+            // The one place outgoing datagrams are sealed.
+            match self.envelope.seal(t.path, &self.scratch[..t.len], slot) {
+                Ok(n) => self.tx.commit(dest, n),
+                Err(e) => count_open_error(&mut self.drops, e),
+            }
+        }
+        self.tx.flush(&self.sockets);
+    }
+
+    /// Hands delivered inner packets to the TUN device and writes them.
+    fn deliver(&mut self) -> Result<(), DaemonError> {
+        self.deliver_quiet();
+        self.tun.flush()?;
+        Ok(())
+    }
+
+    fn deliver_quiet(&mut self) {
+        while self.session.poll_deliver(&mut self.deliver) {
+            if mss::is_tcp_syn(&self.deliver) {
+                mss::clamp(&mut self.deliver, self.mss);
+            }
+            if self.tun.queue(&self.deliver).is_err() {
+                self.drops.tun_errors += 1;
+            }
+        }
+    }
+
+    fn handle_events(&mut self) {
+        while let Some(e) = self.session.poll_event() {
+            match e {
+                Event::Configured { address, mtu, .. } => {
+                    tracing::info!(?address, ?mtu, "server configured the tunnel");
+                    if let Some(a) = address {
+                        self.set_address(a);
+                    }
+                }
+                Event::PathUp(p) => tracing::info!(uplink = %self.path_name(p), "path up"),
+                Event::PathDown(p) => tracing::warn!(uplink = %self.path_name(p), "path down"),
+                Event::CapacityChanged { path, bps } => {
+                    tracing::debug!(uplink = %self.path_name(path), bps, "capacity estimate")
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn path_name(&self, p: PathId) -> &str {
+        self.uplinks
+            .get(usize::from(p))
+            .map_or("?", |u| u.cfg.name.as_str())
+    }
+
+    fn set_address(&mut self, a: (std::net::Ipv4Addr, u8)) {
+        if self.address == Some(a) {
+            return;
+        }
+        if let Err(e) = self.tun.add_address(a.0, a.1) {
+            tracing::error!(address = %a.0, error = %e, "cannot set the tunnel address");
+            return;
+        }
+        self.address = Some(a);
+        for r in &self.cfg.routes {
+            crate::system::route_replace(&r.to_string(), &self.cfg.tun);
+        }
+    }
+
+    /// Re-reads the interfaces: (re)binds uplinks whose link appeared or changed.
+    fn rescan_links(&mut self) {
+        let ifs = config::interfaces();
+        for (i, (u, socket)) in self.uplinks.iter_mut().zip(&mut self.sockets).enumerate() {
+            let (present, index, up) = match &u.cfg.binding {
+                Binding::Interface(n) => match ifs.get(n) {
+                    Some(info) => (true, info.index, info.up),
+                    None => (false, 0, false),
+                },
+                Binding::Address(a) => match ifs.values().find(|f| f.addresses.contains(a)) {
+                    Some(info) => (true, info.index, info.up),
+                    None => (false, 0, false),
+                },
+            };
+            if up != u.link_up {
+                if up {
+                    tracing::info!(uplink = %u.cfg.name, "link up");
+                } else {
+                    tracing::warn!(uplink = %u.cfg.name, "link down");
+                }
+                u.link_up = up;
+            }
+            let rebind = present && (socket.is_none() || index != u.ifindex);
+            if !present && socket.is_some() {
+                tracing::warn!(uplink = %u.cfg.name, "link gone; socket closed");
+                *socket = None;
+            }
+            if rebind {
+                match UdpPath::uplink(&u.cfg.binding, self.cfg.server_endpoint) {
+                    Ok(s) => {
+                        let reg = self.poll.registry().register(
+                            &mut SourceFd(&s.as_raw_fd()),
+                            Token(UPLINK0 + i),
+                            Interest::READABLE,
+                        );
+                        if let Err(e) = reg {
+                            tracing::error!(uplink = %u.cfg.name, error = %e, "cannot watch socket");
+                            continue;
+                        }
+                        tracing::info!(uplink = %u.cfg.name, local = ?s.local_addr().ok(), "uplink bound");
+                        *socket = Some(s);
+                        u.ifindex = index;
+                    }
+                    Err(e) => {
+                        tracing::warn!(uplink = %u.cfg.name, error = %e, "cannot bind uplink yet");
+                    }
+                }
+            }
+        }
+    }
+
+    fn restart_session(&mut self, now: Instant) -> Result<(), DaemonError> {
+        tracing::warn!(
+            silent_s = SILENCE_RESTART.as_secs(),
+            "nothing heard from the server; starting a new session"
+        );
+        self.envelope = (self.envelopes)();
+        self.session = new_session(&self.cfg, self.tun.mtu(), self.envelope.overhead(), now)?;
+        self.session_started = now;
+        self.last_rx = now;
+        Ok(())
+    }
+
+    fn snapshot(&mut self, now: Instant) {
+        let st = self.session.stats();
+        let us = now.as_micros();
+        let paths = st
+            .paths
+            .iter()
+            .map(|p| {
+                let has_socket = self.sockets[usize::from(p.id)].is_some();
+                let u = &mut self.uplinks[usize::from(p.id)];
+                let tx_bps = u.tx_rate.update(p.tx_bytes, us);
+                let rx_bps = u.rx_rate.update(p.rx_bytes, us);
+                PathStatus {
+                    id: p.id,
+                    name: u.cfg.name.clone(),
+                    state: status::path_state(p, u.link_up && has_socket).to_owned(),
+                    peer: Some(self.cfg.server_endpoint.to_string()),
+                    local: Some(match &u.cfg.binding {
+                        Binding::Interface(n) => n.clone(),
+                        Binding::Address(a) => a.to_string(),
+                    }),
+                    tx_bps,
+                    rx_bps,
+                    rtt_ms: p.srtt_ms,
+                    tx_loss: p.tx_loss,
+                    rx_loss: p.rx_loss,
+                    capacity_bps: p.tx_capacity_bps,
+                    tx_bytes: p.tx_bytes,
+                    rx_bytes: p.rx_bytes,
+                    tx_packets: p.tx_packets,
+                    rx_packets: p.rx_packets,
+                    metered: u.cfg.metered,
+                    metered_bytes: if u.cfg.metered {
+                        p.tx_bytes + p.rx_bytes
+                    } else {
+                        0
+                    },
+                }
+            })
+            .collect();
+        let tun = self.tun.stats();
+        let mut drops = self.drops.clone();
+        drops.engine_rejected += st.malformed_datagrams + st.wrong_session + st.unknown_path;
+        drops.no_route += st.send_queue_drops + st.oversize_drops;
+        drops.send_errors += self.tx.stats.errors;
+        drops.tun_errors += tun.tx_errors + tun.tx_oversize + tun.rx_errors;
+        let s = Status {
+            role: "gateway".to_owned(),
+            tun: self.cfg.tun.clone(),
+            mtu: self.tun.mtu(),
+            encrypted: !self.cfg.plaintext,
+            offload: self.tun.offload(),
+            uptime_s: now.as_secs_f64() - 1.0,
+            sessions: vec![SessionStatus {
+                session_id: self.session.config().session_id,
+                peer: self.cfg.server_endpoint.to_string(),
+                tunnel_address: self.address.map(|(a, p)| format!("{a}/{p}")),
+                established: self.address.is_some(),
+                uptime_s: now
+                    .saturating_duration_since(self.session_started)
+                    .as_secs_f64(),
+                paths,
+                inner_tx_packets: st.sent_packets,
+                inner_tx_bytes: st.sent_bytes,
+                inner_rx_packets: st.delivered_packets,
+                inner_rx_bytes: st.delivered_bytes,
+                recovered: st.recovered,
+                holes_skipped: st.reorder.holes_skipped,
+            }],
+            drops,
+            io: status::IoStatus {
+                tun_reads: tun.reads,
+                tun_rx_packets: tun.rx_packets,
+                tun_writes: tun.writes,
+                tun_tx_packets: tun.tx_packets,
+                udp_sends: self.tx.stats.sends,
+                udp_tx_datagrams: self.tx.stats.datagrams,
+                udp_recvs: self.udp_recvs,
+                udp_rx_datagrams: self.udp_rx_datagrams,
+            },
+        };
+        if let Ok(mut g) = self.shared.lock() {
+            *g = s;
+        }
+    }
+}
+
+pub(crate) fn count_open_error(d: &mut Drops, e: EnvelopeError) {
+    match e {
+        EnvelopeError::Replay => d.replayed += 1,
+        EnvelopeError::Authentication | EnvelopeError::Malformed => d.unauthenticated += 1,
+        EnvelopeError::NoKeys => d.unknown_session += 1,
+        EnvelopeError::BufferTooSmall => d.send_errors += 1,
+    }
+}
+
+fn new_session(
+    cfg: &GatewayConfig,
+    mtu: u16,
+    envelope_overhead: usize,
+    now: Instant,
+) -> Result<Session, DaemonError> {
+    let paths: Vec<PathConfig> = cfg
+        .uplinks
+        .iter()
+        .enumerate()
+        .map(|(i, u)| PathConfig {
+            id: i as PathId,
+            tx_capacity_bps: u.capacity_bps,
+            rx_capacity_bps: u.capacity_bps,
+        })
+        .collect();
+    let mut c = config::engine_config(&cfg.engine, mtu, crate::system::random_u32());
+    c.datagram_overhead = udp_overhead(cfg.server_endpoint) + envelope_overhead;
+    c.seed = u64::from(crate::system::random_u32());
+    Ok(Session::new(c, Role::Gateway, &paths, now)?)
+}
+
+/// IP and UDP header bytes for datagrams to `to`.
+pub(crate) fn udp_overhead(to: SocketAddr) -> usize {
+    match to.ip() {
+        IpAddr::V4(_) => 28,
+        IpAddr::V6(_) => 48,
+    }
+}

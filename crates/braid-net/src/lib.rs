@@ -1,0 +1,79 @@
+//! braid's real I/O on Linux: the daemon around the sans-IO engine.
+//!
+//! This is the one crate that touches the operating system (the engine and the simulator
+//! never do): TUN devices, UDP sockets, netlink, signals, the clock.
+//!
+//! - [`config`]: the gateway's and the server's TOML configuration, checked at start.
+//! - [`tun`]: the TUN device with TSO/GRO offloads (super-packets split and coalesced).
+//! - [`udp`]: UDP sockets with GSO/GRO and `recvmmsg` through quinn-udp.
+//! - [`batch`]: outgoing datagrams gathered into GSO runs.
+//! - [`envelope`]: the seal/open boundary every datagram crosses once each way.
+//! - [`gateway`], [`server`]: the two event loops.
+//! - [`links`]: netlink notifications of link and address changes.
+//! - [`mss`]: TCP MSS clamping.
+//! - [`status`], [`control`], [`metrics`]: what the daemon shows (`braid status`,
+//!   Prometheus).
+//! - [`system`]: routes, forwarding and nftables, undone at shutdown.
+//! - [`clock`]: the one clock read.
+
+pub mod batch;
+pub mod clock;
+pub mod config;
+pub mod control;
+pub mod envelope;
+pub mod gateway;
+pub mod links;
+pub mod metrics;
+pub mod mss;
+pub mod server;
+pub mod status;
+pub mod system;
+pub mod tun;
+pub mod udp;
+
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook_mio::v1_0::Signals;
+
+/// Why the daemon stopped or could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error("cannot create TUN device '{name}': {source} (run as root, or with CAP_NET_ADMIN, and check that /dev/net/tun exists)")]
+    Tun {
+        name: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Setup(String),
+    #[error("engine: {0}")]
+    Engine(#[from] braid_core::ConfigError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// SIGINT and SIGTERM, watched by the event loop.
+pub struct Shutdown {
+    signals: Signals,
+}
+
+impl Shutdown {
+    pub fn new() -> std::io::Result<Shutdown> {
+        Ok(Shutdown {
+            signals: Signals::new([SIGINT, SIGTERM])?,
+        })
+    }
+
+    pub(crate) fn register(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+    ) -> std::io::Result<()> {
+        registry.register(&mut self.signals, token, mio::Interest::READABLE)
+    }
+
+    /// Whether a stop signal arrived.
+    pub(crate) fn requested(&mut self) -> bool {
+        self.signals.pending().next().is_some()
+    }
+}

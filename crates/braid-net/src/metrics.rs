@@ -1,0 +1,272 @@
+//! The Prometheus endpoint: `GET /metrics` on the configured address answers the latest
+//! status snapshot in the text exposition format (version 0.0.4). Served by its own
+//! thread from the shared snapshot.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+use crate::status::{Shared, Status};
+
+/// Starts the endpoint on `addr`.
+pub fn serve(addr: SocketAddr, shared: Shared) -> Result<(), String> {
+    let listener = TcpListener::bind(addr).map_err(|e| {
+        format!("[control] metrics = \"{addr}\": cannot listen there: {e} (pick a free port)")
+    })?;
+    std::thread::Builder::new()
+        .name("braid-metrics".to_owned())
+        .spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let _ = answer(conn, &shared);
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+fn answer(mut conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+    conn.set_write_timeout(Some(Duration::from_secs(2)))?;
+    let mut req = [0u8; 2048];
+    let mut n = 0;
+    while n < req.len() {
+        let k = conn.read(&mut req[n..])?;
+        if k == 0 {
+            break;
+        }
+        n += k;
+        if req[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+    }
+    let head = String::from_utf8_lossy(&req[..n]);
+    let (status, ctype, body) = if head.starts_with("GET /metrics") {
+        let s = shared.lock().map(|s| s.clone()).unwrap_or_default();
+        (
+            "200 OK",
+            "text/plain; version=0.0.4; charset=utf-8",
+            render(&s),
+        )
+    } else {
+        (
+            "404 Not Found",
+            "text/plain; charset=utf-8",
+            "braid serves /metrics\n".to_owned(),
+        )
+    };
+    write!(
+        conn,
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Label values are escaped as the format requires.
+fn esc(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The status as Prometheus text.
+pub fn render(s: &Status) -> String {
+    let mut o = String::new();
+    let mut family = |name: &str, kind: &str, help: &str, rows: &[(String, f64)]| {
+        let _ = writeln!(o, "# HELP {name} {help}");
+        let _ = writeln!(o, "# TYPE {name} {kind}");
+        for (labels, v) in rows {
+            if labels.is_empty() {
+                let _ = writeln!(o, "{name} {v}");
+            } else {
+                let _ = writeln!(o, "{name}{{{labels}}} {v}");
+            }
+        }
+    };
+    let role = esc(&s.role);
+    family(
+        "braid_uptime_seconds",
+        "gauge",
+        "Seconds since the daemon started.",
+        &[(format!("role=\"{role}\""), s.uptime_s)],
+    );
+    family(
+        "braid_sessions",
+        "gauge",
+        "Sessions (gateways at a server; one at a gateway).",
+        &[(format!("role=\"{role}\""), s.sessions.len() as f64)],
+    );
+    let path_rows = |f: &dyn Fn(&crate::status::PathStatus) -> f64| -> Vec<(String, f64)> {
+        s.sessions
+            .iter()
+            .flat_map(|ss| {
+                ss.paths.iter().map(move |p| {
+                    (
+                        format!(
+                            "peer=\"{}\",path=\"{}\",path_id=\"{}\"",
+                            esc(&ss.peer),
+                            esc(&p.name),
+                            p.id
+                        ),
+                        f(p),
+                    )
+                })
+            })
+            .collect()
+    };
+    family(
+        "braid_path_up",
+        "gauge",
+        "1 when the path is usable.",
+        &path_rows(&|p| f64::from(u8::from(p.state == "up"))),
+    );
+    family(
+        "braid_path_tx_bytes_total",
+        "counter",
+        "Bytes sent on the path.",
+        &path_rows(&|p| p.tx_bytes as f64),
+    );
+    family(
+        "braid_path_rx_bytes_total",
+        "counter",
+        "Bytes received on the path.",
+        &path_rows(&|p| p.rx_bytes as f64),
+    );
+    family(
+        "braid_path_tx_packets_total",
+        "counter",
+        "Datagrams sent on the path.",
+        &path_rows(&|p| p.tx_packets as f64),
+    );
+    family(
+        "braid_path_rx_packets_total",
+        "counter",
+        "Datagrams received on the path.",
+        &path_rows(&|p| p.rx_packets as f64),
+    );
+    family(
+        "braid_path_metered_bytes_total",
+        "counter",
+        "Bytes sent and received on a metered path.",
+        &path_rows(&|p| p.metered_bytes as f64),
+    );
+    family(
+        "braid_path_rtt_seconds",
+        "gauge",
+        "Smoothed round-trip time.",
+        &path_rows(&|p| p.rtt_ms.map_or(f64::NAN, |r| r / 1e3)),
+    );
+    family(
+        "braid_path_tx_loss_ratio",
+        "gauge",
+        "Loss of the direction we send on (the peer's estimate).",
+        &path_rows(&|p| p.tx_loss),
+    );
+    family(
+        "braid_path_rx_loss_ratio",
+        "gauge",
+        "Loss of the direction we receive on.",
+        &path_rows(&|p| p.rx_loss),
+    );
+    family(
+        "braid_path_capacity_bits_per_second",
+        "gauge",
+        "Capacity estimate of the direction we send on.",
+        &path_rows(&|p| p.capacity_bps as f64),
+    );
+    let sess_rows = |f: &dyn Fn(&crate::status::SessionStatus) -> u64| -> Vec<(String, f64)> {
+        s.sessions
+            .iter()
+            .map(|ss| (format!("peer=\"{}\"", esc(&ss.peer)), f(ss) as f64))
+            .collect()
+    };
+    family(
+        "braid_inner_tx_bytes_total",
+        "counter",
+        "Inner (tunnelled) bytes sent.",
+        &sess_rows(&|ss| ss.inner_tx_bytes),
+    );
+    family(
+        "braid_inner_rx_bytes_total",
+        "counter",
+        "Inner (tunnelled) bytes delivered.",
+        &sess_rows(&|ss| ss.inner_rx_bytes),
+    );
+    family(
+        "braid_recovered_packets_total",
+        "counter",
+        "Inner packets recovered by loss recovery.",
+        &sess_rows(&|ss| ss.recovered),
+    );
+    let d = &s.drops;
+    let drops = [
+        ("unauthenticated", d.unauthenticated),
+        ("replayed", d.replayed),
+        ("unknown_session", d.unknown_session),
+        ("unknown_key", d.unknown_key),
+        ("engine_rejected", d.engine_rejected),
+        ("spoofed", d.spoofed),
+        ("no_route", d.no_route),
+        ("send_errors", d.send_errors),
+        ("tun_errors", d.tun_errors),
+        ("table_full", d.table_full),
+    ];
+    let rows: Vec<(String, f64)> = drops
+        .iter()
+        .map(|(r, v)| (format!("reason=\"{r}\""), *v as f64))
+        .collect();
+    family(
+        "braid_dropped_total",
+        "counter",
+        "Datagrams and packets dropped, by reason.",
+        &rows,
+    );
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::{PathStatus, SessionStatus};
+
+    #[test]
+    fn renders_paths_and_drops() {
+        let s = Status {
+            role: "gateway".into(),
+            sessions: vec![SessionStatus {
+                peer: "srv\"1".into(),
+                paths: vec![PathStatus {
+                    name: "lte".into(),
+                    state: "up".into(),
+                    tx_bytes: 42,
+                    rtt_ms: Some(25.0),
+                    ..PathStatus::default()
+                }],
+                ..SessionStatus::default()
+            }],
+            ..Status::default()
+        };
+        let t = render(&s);
+        assert!(
+            t.contains(
+                "braid_path_tx_bytes_total{peer=\"srv\\\"1\",path=\"lte\",path_id=\"0\"} 42"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains(
+                "braid_path_rtt_seconds{peer=\"srv\\\"1\",path=\"lte\",path_id=\"0\"} 0.025"
+            ),
+            "{t}"
+        );
+        assert!(t.contains("braid_path_up{") && t.contains("} 1\n"), "{t}");
+        assert!(
+            t.contains("braid_dropped_total{reason=\"replayed\"} 0"),
+            "{t}"
+        );
+        assert!(
+            t.contains("# TYPE braid_path_rx_bytes_total counter"),
+            "{t}"
+        );
+    }
+}

@@ -1,0 +1,647 @@
+//! `braid server`: the wired end, serving many gateways from one UDP socket and one TUN
+//! device. Each gateway has its own engine [`Session`], keyed by the session id every
+//! datagram carries at a fixed place (docs/wire.md), its own envelope, and an inner
+//! address from the pool. A datagram for no known session is dropped and counted without
+//! keeping anything. Sessions are isolated: an inner packet from a gateway whose source is
+//! not that gateway's address is dropped (no gateway can send as another), and traffic
+//! between gateways is not forwarded.
+//!
+//! A gateway's path address is whatever the last datagram that opened on that path came
+//! from, so a NAT rebinding or a modem reconnect moves the path without ending the
+//! session.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use braid_core::{Event, Instant, PathConfig, Role, Session};
+use braid_wire::{Datagram, Message};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+
+use crate::batch::{Dest, TxBatches};
+use crate::clock::Clock;
+use crate::config::{self, ServerConfig};
+use crate::envelope::Envelope;
+use crate::gateway::{count_open_error, udp_overhead};
+use crate::status::{self, Drops, PathStatus, RateMeter, SessionStatus, Shared, Status};
+use crate::system::Undo;
+use crate::tun::Tun;
+use crate::udp::{RxBatch, UdpPath};
+use crate::{mss, DaemonError, Shutdown};
+
+const TUN: Token = Token(0);
+const SIGNALS: Token = Token(1);
+const UDP: Token = Token(2);
+const BUDGET: usize = 64;
+const SNAPSHOT_EVERY: Duration = Duration::from_millis(500);
+/// A gateway silent this long is forgotten and its address returns to the pool.
+const IDLE_EXPIRY: Duration = Duration::from_secs(180);
+/// Most paths a gateway may announce.
+const MAX_PATHS: u8 = config::MAX_UPLINKS as u8;
+
+/// Makes the envelope for a new gateway session.
+pub type EnvelopeFactory = Box<dyn FnMut() -> Box<dyn Envelope>>;
+
+/// One gateway's session.
+struct Peer {
+    name: String,
+    session: Session,
+    envelope: Box<dyn Envelope>,
+    address: Ipv4Addr,
+    /// Per path: where the gateway's datagrams came from last, and our address they came to.
+    remotes: Vec<Option<(SocketAddr, Option<IpAddr>)>>,
+    started: Instant,
+    last_rx: Instant,
+    rates: Vec<(RateMeter, RateMeter)>,
+}
+
+/// The running server.
+pub struct Server {
+    cfg: ServerConfig,
+    clock: Clock,
+    poll: Poll,
+    tun: Tun,
+    sockets: Vec<Option<UdpPath>>,
+    peers: HashMap<u32, Peer>,
+    by_address: HashMap<Ipv4Addr, u32>,
+    free: Vec<Ipv4Addr>,
+    envelopes: EnvelopeFactory,
+    /// Sessions touched in this turn of the loop (their output is pulled).
+    touched: Vec<u32>,
+    tx: TxBatches,
+    rx: RxBatch,
+    scratch: Vec<u8>,
+    deliver: Vec<u8>,
+    drops: Drops,
+    udp_recvs: u64,
+    udp_rx_datagrams: u64,
+    shared: Shared,
+    undo: Undo,
+    mss: u16,
+}
+
+impl Server {
+    /// Sets everything up: the TUN device with the server's address, the UDP socket,
+    /// forwarding and nftables rules (undone at shutdown).
+    pub fn new(
+        cfg: ServerConfig,
+        envelopes: EnvelopeFactory,
+        shared: Shared,
+    ) -> Result<Server, DaemonError> {
+        let clock = Clock::start();
+        let poll = Poll::new()?;
+        let socket = UdpPath::listen(cfg.listen).map_err(|e| {
+            DaemonError::Setup(format!(
+                "{}: interface.listen: cannot bind {}: {e}",
+                cfg.file, cfg.listen
+            ))
+        })?;
+        poll.registry()
+            .register(&mut SourceFd(&socket.as_raw_fd()), UDP, Interest::READABLE)?;
+        let tun = Tun::open(
+            &cfg.tun,
+            cfg.mtu,
+            Some((cfg.address.addr(), cfg.address.prefix_len())),
+        )
+        .map_err(|e| DaemonError::Tun {
+            name: cfg.tun.clone(),
+            source: e,
+        })?;
+        poll.registry()
+            .register(&mut SourceFd(&tun.as_raw_fd()), TUN, Interest::READABLE)?;
+        let mut undo = Undo::default();
+        undo.enable_forwarding();
+        let table = format!("braid_{}", cfg.tun.replace(['-', '.'], "_"));
+        let mut rules = format!(
+            "table inet {table} {{\n  chain forward {{\n    type filter hook forward priority filter; policy accept;\n    iifname \"{tun}\" oifname \"{tun}\" drop\n  }}\n",
+            tun = cfg.tun
+        );
+        if let Some(out) = &cfg.masquerade {
+            rules += &format!(
+                "  chain postrouting {{\n    type nat hook postrouting priority srcnat; policy accept;\n    ip saddr {} oifname \"{out}\" masquerade\n  }}\n",
+                cfg.address.trunc()
+            );
+        }
+        rules += "}\n";
+        // Replace a table left by a daemon that did not stop cleanly.
+        let _ = crate::system::nft(&format!("destroy table inet {table}\n"));
+        match crate::system::nft(&rules) {
+            Ok(()) => undo.nft_table = Some(table),
+            Err(e) if cfg.masquerade.is_some() => {
+                return Err(DaemonError::Setup(format!(
+                    "{}: interface.masquerade needs nftables: {e}",
+                    cfg.file
+                )))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "nftables unavailable: traffic between gateways is not blocked")
+            }
+        }
+        let reserved: Vec<Ipv4Addr> = cfg.peers.iter().filter_map(|p| p.address).collect();
+        let mut free: Vec<Ipv4Addr> = cfg
+            .address
+            .hosts()
+            .filter(|a| *a != cfg.address.addr() && !reserved.contains(a))
+            .collect();
+        free.reverse();
+        let scratch_len = 256 + usize::from(cfg.mtu) + 2100;
+        tracing::info!(
+            listen = %cfg.listen,
+            tun = %cfg.tun,
+            address = %cfg.address,
+            mtu = cfg.mtu,
+            offload = tun.offload(),
+            masquerade = ?cfg.masquerade,
+            encrypted = !cfg.plaintext,
+            "server started"
+        );
+        Ok(Server {
+            mss: mss::mss_for_mtu(cfg.mtu),
+            clock,
+            poll,
+            tun,
+            sockets: vec![Some(socket)],
+            peers: HashMap::new(),
+            by_address: HashMap::new(),
+            free,
+            envelopes,
+            touched: Vec::new(),
+            tx: TxBatches::new(64),
+            rx: RxBatch::default(),
+            scratch: vec![0; scratch_len],
+            deliver: Vec::with_capacity(usize::from(cfg.mtu) + 64),
+            drops: Drops::default(),
+            udp_recvs: 0,
+            udp_rx_datagrams: 0,
+            shared,
+            undo,
+            cfg,
+        })
+    }
+
+    /// Runs until SIGINT or SIGTERM, then undoes its system changes.
+    pub fn run(&mut self, shutdown: &mut Shutdown) -> Result<(), DaemonError> {
+        shutdown.register(self.poll.registry(), SIGNALS)?;
+        let mut events = Events::with_capacity(64);
+        let mut pending = [false; 3];
+        let mut next_snapshot = self.clock.now();
+        loop {
+            let now = self.clock.now();
+            let wake = self
+                .peers
+                .values()
+                .filter_map(|p| p.session.poll_timeout())
+                .min()
+                .unwrap_or(Instant::MAX)
+                .min(next_snapshot);
+            let timeout = if pending.iter().any(|p| *p) {
+                Duration::ZERO
+            } else {
+                wake.saturating_duration_since(now)
+            };
+            match self.poll.poll(&mut events, Some(timeout)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+            for ev in events.iter() {
+                match ev.token() {
+                    SIGNALS if shutdown.requested() => {
+                        tracing::info!("shutting down");
+                        self.undo.undo();
+                        return Ok(());
+                    }
+                    SIGNALS => {}
+                    Token(t) if t < pending.len() => pending[t] = true,
+                    _ => {}
+                }
+            }
+            let now = self.clock.now();
+            if pending[UDP.0] {
+                pending[UDP.0] = self.drain_udp(now);
+            }
+            if pending[TUN.0] {
+                pending[TUN.0] = self.drain_tun(now)?;
+            }
+            let now = self.clock.now();
+            for (id, p) in self.peers.iter_mut() {
+                if p.session.poll_timeout().is_some_and(|t| t <= now) {
+                    p.session.handle_timeout(now);
+                    self.touched.push(*id);
+                }
+            }
+            self.output(now);
+            self.tun.flush()?;
+            if now >= next_snapshot {
+                next_snapshot = now + SNAPSHOT_EVERY;
+                self.expire(now);
+                self.snapshot(now);
+            }
+        }
+    }
+
+    fn drain_udp(&mut self, now: Instant) -> bool {
+        for _ in 0..BUDGET / 4 {
+            let Some(sock) = self.sockets[0].as_ref() else {
+                return false;
+            };
+            let n = match sock.recv(&mut self.rx) {
+                Ok(0) => return false,
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::debug!(error = %e, "receive failed");
+                    return false;
+                }
+            };
+            self.udp_recvs += 1;
+            for g in 0..n {
+                let (meta, bytes) = self.rx.group(g);
+                let from = meta.addr;
+                let local = meta.dst_ip;
+                let stride = meta.stride.max(1);
+                for d in bytes.chunks_mut(stride) {
+                    self.udp_rx_datagrams += 1;
+                    dispatch(
+                        DispatchCtx {
+                            peers: &mut self.peers,
+                            by_address: &mut self.by_address,
+                            free: &mut self.free,
+                            envelopes: &mut self.envelopes,
+                            drops: &mut self.drops,
+                            touched: &mut self.touched,
+                            cfg: &self.cfg,
+                        },
+                        now,
+                        from,
+                        local,
+                        d,
+                    );
+                }
+            }
+            self.output(now);
+        }
+        true
+    }
+
+    fn drain_tun(&mut self, now: Instant) -> Result<bool, DaemonError> {
+        for _ in 0..BUDGET {
+            let n = self.tun.read_batch()?;
+            if n == 0 {
+                return Ok(false);
+            }
+            for i in 0..n {
+                let p = self.tun.packet(i);
+                let Some(dst) = ipv4_dst(p) else {
+                    self.drops.no_route += 1;
+                    continue;
+                };
+                let Some(id) = self.by_address.get(&dst).copied() else {
+                    self.drops.no_route += 1;
+                    continue;
+                };
+                let Some(peer) = self.peers.get_mut(&id) else {
+                    self.drops.no_route += 1;
+                    continue;
+                };
+                let r = if mss::is_tcp_syn(p) {
+                    self.deliver.clear();
+                    self.deliver.extend_from_slice(p);
+                    mss::clamp(&mut self.deliver, self.mss);
+                    peer.session.send(now, &self.deliver)
+                } else {
+                    peer.session.send(now, p)
+                };
+                if r.is_err() {
+                    self.drops.no_route += 1;
+                }
+                if self.touched.last() != Some(&id) {
+                    self.touched.push(id);
+                }
+            }
+            self.output(now);
+        }
+        Ok(true)
+    }
+
+    /// Pulls datagrams, deliveries and events out of every session touched this turn.
+    fn output(&mut self, now: Instant) {
+        self.touched.sort_unstable();
+        self.touched.dedup();
+        for id in std::mem::take(&mut self.touched) {
+            let Some(p) = self.peers.get_mut(&id) else {
+                continue;
+            };
+            let overhead = p.envelope.overhead();
+            while let Some(t) = p.session.poll_transmit(now, &mut self.scratch) {
+                let Some(Some((to, from))) = p.remotes.get(usize::from(t.path)).copied() else {
+                    // The gateway has not been heard on this path yet.
+                    continue;
+                };
+                let dest = Dest {
+                    socket: 0,
+                    to,
+                    from,
+                };
+                let slot = self.tx.slot(dest, t.len + overhead, &self.sockets);
+                // The one place outgoing datagrams are sealed.
+                match p.envelope.seal(t.path, &self.scratch[..t.len], slot) {
+                    Ok(n) => self.tx.commit(dest, n),
+                    Err(e) => count_open_error(&mut self.drops, e),
+                }
+            }
+            while p.session.poll_deliver(&mut self.deliver) {
+                // Isolation: a gateway sends only as its own address.
+                if ipv4_src(&self.deliver) != Some(p.address) {
+                    self.drops.spoofed += 1;
+                    continue;
+                }
+                if mss::is_tcp_syn(&self.deliver) {
+                    mss::clamp(&mut self.deliver, self.mss);
+                }
+                if self.tun.queue(&self.deliver).is_err() {
+                    self.drops.tun_errors += 1;
+                }
+            }
+            while let Some(e) = p.session.poll_event() {
+                match e {
+                    Event::PathUp(path) => {
+                        tracing::info!(gateway = %p.name, path, "path up")
+                    }
+                    Event::PathDown(path) => {
+                        tracing::warn!(gateway = %p.name, path, "path down")
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.tx.flush(&self.sockets);
+    }
+
+    fn expire(&mut self, now: Instant) {
+        let idle: Vec<u32> = self
+            .peers
+            .iter()
+            .filter(|(_, p)| now.saturating_duration_since(p.last_rx) > IDLE_EXPIRY)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in idle {
+            if let Some(p) = self.peers.remove(&id) {
+                tracing::info!(gateway = %p.name, session = id, "gateway idle; session ended");
+                self.by_address.remove(&p.address);
+                if !self.cfg.peers.iter().any(|c| c.address == Some(p.address)) {
+                    self.free.push(p.address);
+                }
+            }
+        }
+    }
+
+    fn snapshot(&mut self, now: Instant) {
+        let us = now.as_micros();
+        let mut sessions: Vec<SessionStatus> = self
+            .peers
+            .iter_mut()
+            .map(|(id, p)| {
+                let st = p.session.stats();
+                let paths = st
+                    .paths
+                    .iter()
+                    .map(|ps| {
+                        let i = usize::from(ps.id);
+                        if p.rates.len() <= i {
+                            p.rates.resize(i + 1, Default::default());
+                        }
+                        let (tx, rx) = &mut p.rates[i];
+                        let remote = p.remotes.get(i).copied().flatten();
+                        PathStatus {
+                            id: ps.id,
+                            name: format!("path {}", ps.id),
+                            state: status::path_state(ps, remote.is_some()).to_owned(),
+                            peer: remote.map(|(a, _)| a.to_string()),
+                            local: remote.and_then(|(_, l)| l).map(|l| l.to_string()),
+                            tx_bps: tx.update(ps.tx_bytes, us),
+                            rx_bps: rx.update(ps.rx_bytes, us),
+                            rtt_ms: ps.srtt_ms,
+                            tx_loss: ps.tx_loss,
+                            rx_loss: ps.rx_loss,
+                            capacity_bps: ps.tx_capacity_bps,
+                            tx_bytes: ps.tx_bytes,
+                            rx_bytes: ps.rx_bytes,
+                            tx_packets: ps.tx_packets,
+                            rx_packets: ps.rx_packets,
+                            metered: false,
+                            metered_bytes: 0,
+                        }
+                    })
+                    .collect();
+                SessionStatus {
+                    session_id: *id,
+                    peer: p.name.clone(),
+                    tunnel_address: Some(p.address.to_string()),
+                    established: true,
+                    uptime_s: now.saturating_duration_since(p.started).as_secs_f64(),
+                    paths,
+                    inner_tx_packets: st.sent_packets,
+                    inner_tx_bytes: st.sent_bytes,
+                    inner_rx_packets: st.delivered_packets,
+                    inner_rx_bytes: st.delivered_bytes,
+                    recovered: st.recovered,
+                    holes_skipped: st.reorder.holes_skipped,
+                }
+            })
+            .collect();
+        sessions.sort_by(|a, b| a.peer.cmp(&b.peer));
+        let tun = self.tun.stats();
+        let mut drops = self.drops.clone();
+        drops.send_errors += self.tx.stats.errors;
+        drops.tun_errors += tun.tx_errors + tun.tx_oversize + tun.rx_errors;
+        let s = Status {
+            role: "server".to_owned(),
+            tun: self.cfg.tun.clone(),
+            mtu: self.cfg.mtu,
+            encrypted: !self.cfg.plaintext,
+            offload: self.tun.offload(),
+            uptime_s: now.as_secs_f64() - 1.0,
+            sessions,
+            drops,
+            io: status::IoStatus {
+                tun_reads: tun.reads,
+                tun_rx_packets: tun.rx_packets,
+                tun_writes: tun.writes,
+                tun_tx_packets: tun.tx_packets,
+                udp_sends: self.tx.stats.sends,
+                udp_tx_datagrams: self.tx.stats.datagrams,
+                udp_recvs: self.udp_recvs,
+                udp_rx_datagrams: self.udp_rx_datagrams,
+            },
+        };
+        if let Ok(mut g) = self.shared.lock() {
+            *g = s;
+        }
+    }
+}
+
+/// The parts of the server a received datagram may touch.
+struct DispatchCtx<'a> {
+    peers: &'a mut HashMap<u32, Peer>,
+    by_address: &'a mut HashMap<Ipv4Addr, u32>,
+    free: &'a mut Vec<Ipv4Addr>,
+    envelopes: &'a mut EnvelopeFactory,
+    drops: &'a mut Drops,
+    touched: &'a mut Vec<u32>,
+    cfg: &'a ServerConfig,
+}
+
+/// The session id at its fixed place (docs/wire.md: bytes 4-7 of every datagram).
+fn session_id(d: &[u8]) -> Option<u32> {
+    let b: [u8; 4] = d.get(4..8)?.try_into().ok()?;
+    Some(u32::from_be_bytes(b))
+}
+
+fn dispatch(
+    mut cx: DispatchCtx<'_>,
+    now: Instant,
+    from: SocketAddr,
+    local: Option<IpAddr>,
+    datagram: &mut [u8],
+) {
+    let Some(id) = session_id(datagram) else {
+        cx.drops.unknown_session += 1;
+        return;
+    };
+    if !cx.peers.contains_key(&id) && !admit(&mut cx, now, id, from, datagram) {
+        return;
+    }
+    let Some(p) = cx.peers.get_mut(&id) else {
+        return;
+    };
+    // The one place received datagrams are opened.
+    let plain = match p.envelope.open(None, datagram) {
+        Ok(plain) => plain,
+        Err(e) => {
+            count_open_error(cx.drops, e);
+            return;
+        }
+    };
+    let Some(&path) = plain.get(2) else {
+        cx.drops.engine_rejected += 1;
+        return;
+    };
+    if p.session.handle_datagram(now, path, plain).is_err() {
+        cx.drops.engine_rejected += 1;
+        return;
+    }
+    p.last_rx = now;
+    if let Some(slot) = p.remotes.get_mut(usize::from(path)) {
+        if slot.map(|(a, _)| a) != Some(from) {
+            if let Some((old, _)) = slot {
+                tracing::info!(gateway = %p.name, path, %old, new = %from, "path address changed");
+            }
+        }
+        *slot = Some((from, local));
+    }
+    if cx.touched.last() != Some(&id) {
+        cx.touched.push(id);
+    }
+}
+
+/// A datagram for an unknown session: without encryption, a hello opens a session (with
+/// encryption the handshake does). Anything else is dropped and counted, keeping nothing.
+fn admit(
+    cx: &mut DispatchCtx<'_>,
+    now: Instant,
+    id: u32,
+    from: SocketAddr,
+    datagram: &[u8],
+) -> bool {
+    if cx.cfg.plaintext {
+        if let Some(paths) = hello_paths(datagram) {
+            return open_session(cx, now, id, format!("gateway-{id:08x}"), None, paths, from);
+        }
+    }
+    cx.drops.unknown_session += 1;
+    false
+}
+
+/// Makes a session for gateway `name` (id `id`) with `paths` paths.
+fn open_session(
+    cx: &mut DispatchCtx<'_>,
+    now: Instant,
+    id: u32,
+    name: String,
+    fixed: Option<Ipv4Addr>,
+    paths: u8,
+    from: SocketAddr,
+) -> bool {
+    if cx.peers.len() >= cx.cfg.max_gateways {
+        cx.drops.table_full += 1;
+        return false;
+    }
+    let address = match fixed {
+        Some(a) => a,
+        None => match cx.free.pop() {
+            Some(a) => a,
+            None => {
+                cx.drops.table_full += 1;
+                tracing::warn!(gateway = %name, "address pool exhausted");
+                return false;
+            }
+        },
+    };
+    let envelope = (cx.envelopes)();
+    let mut c = config::engine_config(&cx.cfg.engine, cx.cfg.mtu, id);
+    c.datagram_overhead = udp_overhead(from) + envelope.overhead();
+    c.seed = u64::from(crate::system::random_u32());
+    let n = paths.clamp(1, MAX_PATHS);
+    let pc: Vec<PathConfig> = (0..n)
+        .map(|i| PathConfig {
+            id: i,
+            tx_capacity_bps: 100_000_000,
+            rx_capacity_bps: 100_000_000,
+        })
+        .collect();
+    let Ok(mut session) = Session::new(c, Role::Server, &pc, now) else {
+        return false;
+    };
+    session.set_tunnel_address(Some((address, cx.cfg.address.prefix_len())));
+    tracing::info!(gateway = %name, session = id, %address, paths = n, %from, "gateway connected");
+    if let Some(old) = cx.by_address.insert(address, id) {
+        // The same gateway (fixed address) reconnected with a new session.
+        cx.peers.remove(&old);
+    }
+    cx.peers.insert(
+        id,
+        Peer {
+            name,
+            session,
+            envelope,
+            address,
+            remotes: vec![None; usize::from(n)],
+            started: now,
+            last_rx: now,
+            rates: Vec::new(),
+        },
+    );
+    true
+}
+
+fn ipv4_dst(p: &[u8]) -> Option<Ipv4Addr> {
+    (p.first()? >> 4 == 4).then_some(())?;
+    let b: [u8; 4] = p.get(16..20)?.try_into().ok()?;
+    Some(Ipv4Addr::from(b))
+}
+
+fn ipv4_src(p: &[u8]) -> Option<Ipv4Addr> {
+    (p.first()? >> 4 == 4).then_some(())?;
+    let b: [u8; 4] = p.get(12..16)?.try_into().ok()?;
+    Some(Ipv4Addr::from(b))
+}
+
+/// For the plaintext mode: the hello's path count, if `d` is a hello.
+fn hello_paths(d: &[u8]) -> Option<u8> {
+    match Datagram::parse(d).ok()?.message {
+        Message::Hello(h) => Some(h.paths.unwrap_or(1)),
+        _ => None,
+    }
+}
