@@ -1,14 +1,32 @@
 //! braid itself in the lab: `braid server` in the server's namespace and `braid gateway`
-//! in the gateway's, one UDP path per emulated path, the client's traffic routed into the
-//! gateway's TUN device and out of the server's.
+//! in the gateway's, one uplink per emulated path (a UDP socket bound to the gateway's
+//! address on that path, which the gateway's source rules send down that path), and the
+//! client's traffic (from 10.0.0.2) routed into the gateway's TUN device. The gateway
+//! masquerades the client behind its tunnel address (the server accepts only that source
+//! from it), the server masquerades the tunnel's pool towards the internet host.
 //!
-//! Until this build has the daemon, [`BraidTunnel::start`] says so, and the benchmarks
-//! report that braid could not run instead of a number.
+//! The daemons run unencrypted (`plaintext = true`) until the daemon has encryption; their
+//! configs and logs are in a temporary folder per lab, removed with it.
 
-use std::path::PathBuf;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
+use crate::netns::{LabProcess, Netns};
+use crate::topology::{gateway_path_addr, CLIENT, INTERNET, SERVER_ENDPOINT};
 use crate::{Lab, LabError};
+
+/// UDP port of the lab's braid server.
+pub const PORT: u16 = 51_820;
+/// The tunnel device on both ends.
+const TUN: &str = "braid0";
+/// The server's tunnel address and pool.
+const POOL: &str = "10.77.0.1/24";
+/// How long the tunnel may take to carry a first ping.
+const READY_WITHIN: Duration = Duration::from_secs(15);
 
 /// The braid executable: `BRAID_BIN` if set, else the running program when it is `braid`.
 pub fn executable() -> Option<PathBuf> {
@@ -34,29 +52,205 @@ pub fn unavailable() -> Option<String> {
             .status()
             .is_ok_and(|s| s.success())
     };
-    if has("gateway") && has("server") {
-        None
-    } else {
-        Some(
-            "this build of braid has no daemon yet (`braid gateway` and `braid server`)".to_owned(),
-        )
+    if !(has("gateway") && has("server")) {
+        return Some(
+            "this build of braid has no daemon (`braid gateway` and `braid server`)".to_owned(),
+        );
+    }
+    let nft = Command::new("nft")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    (!nft).then(|| "nft is missing (apt-get install nftables)".to_owned())
+}
+
+/// braid's engine settings for a lab run.
+#[derive(Clone, Debug)]
+pub struct BraidSettings {
+    /// A braid-core scheduler name (`delay-based`, `min-conn-path`, ...).
+    pub scheduler: String,
+    /// A loss-recovery name (`none`, `evolution`, ...).
+    pub loss_recovery: String,
+}
+
+impl BraidSettings {
+    pub fn scheduler(s: &str) -> BraidSettings {
+        BraidSettings {
+            scheduler: s.to_owned(),
+            loss_recovery: "none".to_owned(),
+        }
     }
 }
 
 /// braid's two daemons running over the lab's paths; stopped on drop.
 #[derive(Debug)]
 pub struct BraidTunnel {
-    _private: (),
+    // Drop order: the gateway first, then the server, then the folder.
+    gateway: LabProcess,
+    server: LabProcess,
+    dir: TempDir,
+}
+
+#[derive(Debug)]
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 impl BraidTunnel {
-    /// Starts the daemons with `scheduler` and waits until the tunnel carries traffic.
-    pub fn start(_lab: &Lab, _scheduler: &str) -> Result<BraidTunnel, LabError> {
-        match unavailable() {
-            Some(why) => Err(LabError::BraidUnavailable(why)),
-            None => Err(LabError::BraidUnavailable(
-                "the lab does not yet know how to configure this build's daemon".to_owned(),
-            )),
-        }
+    /// Starts the daemons with `scheduler` (no loss recovery) and waits until the tunnel
+    /// carries traffic.
+    pub fn start(lab: &Lab, scheduler: &str) -> Result<BraidTunnel, LabError> {
+        Self::start_with(lab, &BraidSettings::scheduler(scheduler))
     }
+
+    /// Starts the daemons with `settings` and waits until the tunnel carries traffic.
+    pub fn start_with(lab: &Lab, settings: &BraidSettings) -> Result<BraidTunnel, LabError> {
+        if let Some(why) = unavailable() {
+            return Err(LabError::BraidUnavailable(why));
+        }
+        let exe = executable().ok_or_else(|| LabError::BraidUnavailable("no executable".into()))?;
+        let dir = TempDir(std::env::temp_dir().join(lab.gateway.name()));
+        std::fs::create_dir_all(&dir.0)
+            .map_err(|e| LabError::io(format!("creating {}", dir.0.display()), e))?;
+        let engine = format!(
+            "[engine]\nscheduler = \"{}\"\nloss_recovery = \"{}\"\n\n[control]\nsocket = \"{}\"\n",
+            settings.scheduler,
+            settings.loss_recovery,
+            dir.0.display()
+        );
+        let key = dir.0.join("unused.key");
+        let server_cfg = format!(
+            "[interface]\nprivate_key_file = \"{}\"\nlisten = \"0.0.0.0:{PORT}\"\ntun = \"{TUN}\"\n\
+             address = \"{POOL}\"\nmasquerade = \"wan0\"\nplaintext = true\n\n{engine}",
+            key.display()
+        );
+        let mut gateway_cfg = format!(
+            "[interface]\nprivate_key_file = \"{}\"\ntun = \"{TUN}\"\nroutes = [\"{}/24\"]\n\
+             plaintext = true\n\n[server]\nendpoint = \"{SERVER_ENDPOINT}:{PORT}\"\npublic_key = \"lab\"\n\n",
+            key.display(),
+            Ipv4Addr::from(u32::from(INTERNET) & 0xffff_ff00),
+        );
+        for (k, p) in lab.paths().iter().enumerate() {
+            let rate =
+                p.up.rate_mbps
+                    .or(p.up.rate_kbps.map(|k| k / 1e3))
+                    .unwrap_or(1.0);
+            let _ = write!(
+                gateway_cfg,
+                "[[uplink]]\nname = \"{}\"\nsource = \"{}\"\ncapacity_mbps = {rate}\n\n",
+                p.name,
+                gateway_path_addr(k)
+            );
+        }
+        gateway_cfg += &engine;
+        let server_path = write(&dir.0, "server.toml", &server_cfg)?;
+        let gateway_path = write(&dir.0, "gateway.toml", &gateway_cfg)?;
+        // The client is masqueraded behind the gateway's tunnel address.
+        lab.gateway.exec_stdin(
+            "nft",
+            &["-f", "-"],
+            &format!(
+                "table ip braidlab {{\n chain postrouting {{\n  type nat hook postrouting priority srcnat; policy accept;\n  oifname \"{TUN}\" masquerade\n }}\n}}\n"
+            ),
+        )?;
+        let server = spawn(&lab.server, &exe, "server", &server_path, &dir.0)?;
+        std::thread::sleep(Duration::from_millis(300));
+        let gateway = spawn(&lab.gateway, &exe, "gateway", &gateway_path, &dir.0)?;
+        let tunnel = BraidTunnel {
+            gateway,
+            server,
+            dir,
+        };
+        tunnel.wait_ready(lab)?;
+        Ok(tunnel)
+    }
+
+    /// Pings the internet host from the client's braid address until it answers.
+    fn wait_ready(&self, lab: &Lab) -> Result<(), LabError> {
+        let clock = lab.clock();
+        let until = clock.now() + READY_WITHIN;
+        while clock.now() < until {
+            if crate::netns::interrupted() {
+                return Err(LabError::Interrupted);
+            }
+            let ok = lab
+                .client
+                .command("ping")
+                .args([
+                    "-n",
+                    "-q",
+                    "-c",
+                    "1",
+                    "-W",
+                    "1",
+                    "-I",
+                    &CLIENT.to_string(),
+                    &INTERNET.to_string(),
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let log = |name: &str| {
+            std::fs::read_to_string(self.dir.0.join(name))
+                .unwrap_or_default()
+                .lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .join(" | ")
+        };
+        Err(LabError::App(format!(
+            "braid's tunnel carried no ping within {} s (gateway log: {}; server log: {})",
+            READY_WITHIN.as_secs(),
+            log("gateway.log"),
+            log("server.log")
+        )))
+    }
+
+    /// The folder holding the daemons' configs and logs.
+    pub fn dir(&self) -> &Path {
+        &self.dir.0
+    }
+
+    /// The daemons' process ids (gateway, server).
+    pub fn pids(&self) -> (Option<u32>, Option<u32>) {
+        (self.gateway.id(), self.server.id())
+    }
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> Result<PathBuf, LabError> {
+    let p = dir.join(name);
+    std::fs::write(&p, text).map_err(|e| LabError::io(format!("writing {}", p.display()), e))?;
+    Ok(p)
+}
+
+fn spawn(
+    ns: &Netns,
+    exe: &Path,
+    role: &str,
+    config: &Path,
+    dir: &Path,
+) -> Result<LabProcess, LabError> {
+    let log_path = dir.join(format!("{role}.log"));
+    let log = File::create(&log_path)
+        .map_err(|e| LabError::io(format!("creating {}", log_path.display()), e))?;
+    let mut cmd = ns.command(&exe.to_string_lossy());
+    cmd.arg(role)
+        .arg("--config")
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(log);
+    ns.spawn(&mut cmd)
 }

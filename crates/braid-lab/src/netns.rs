@@ -224,6 +224,38 @@ impl Netns {
         run(self.command(program).args(args))
     }
 
+    /// `ip netns exec NS PROGRAM ARGS` with `input` on its standard input, run to
+    /// completion.
+    pub fn exec_stdin(
+        &self,
+        program: &str,
+        args: &[&str],
+        input: &str,
+    ) -> Result<Output, LabError> {
+        use std::io::Write;
+        let mut cmd = self.command(program);
+        cmd.args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let text = describe(&cmd);
+        let fail = |detail: String| LabError::Command {
+            command: text.clone(),
+            detail,
+        };
+        let mut child = cmd.spawn().map_err(|e| fail(e.to_string()))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(input.as_bytes())
+                .map_err(|e| fail(e.to_string()))?;
+        }
+        let out = child.wait_with_output().map_err(|e| fail(e.to_string()))?;
+        if !out.status.success() {
+            return Err(fail(String::from_utf8_lossy(&out.stderr).trim().to_owned()));
+        }
+        Ok(out)
+    }
+
     /// A command that runs `program` inside the namespace and dies with the lab
     /// (`setpriv --pdeathsig KILL`). Start it with [`Netns::spawn`].
     pub fn command(&self, program: &str) -> Command {

@@ -36,6 +36,9 @@ pub const INTERNET: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 2);
 pub const SERVER_WAN: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 1);
 /// The gateway's address towards the client.
 pub const GATEWAY_LAN: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+/// The server's address for braid's datagrams, reachable over every path (the gateway's
+/// rule for each path's source address sends it down that path).
+pub const SERVER_ENDPOINT: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 1);
 /// Routing table of path k on the gateway is this plus k.
 const TABLE_BASE: usize = 100;
 
@@ -190,6 +193,7 @@ impl Lab {
             "route", "add", "default", "via", "10.0.0.1", "src", "10.0.0.2",
         ])?;
         i.ip(&["route", "add", "default", "via", "10.1.0.1"])?;
+        s.ip(&["addr", "add", &format!("{SERVER_ENDPOINT}/32"), "dev", "lo"])?;
         for ns in [g, s] {
             ns.sysctl("ipv4/ip_forward", "1")?;
             ns.sysctl("ipv4/conf/all/rp_filter", "0")?;
@@ -304,6 +308,18 @@ impl Lab {
                 &table,
             ])?;
             s.ip(&["route", "add", &net, "via", &ga.to_string(), "dev", &dn])?;
+            // Datagrams from the gateway's address on path k take path k, whatever their
+            // destination (braid's uplink sockets are bound to these addresses).
+            g.ip(&[
+                "rule",
+                "add",
+                "from",
+                &ga.to_string(),
+                "lookup",
+                &table,
+                "priority",
+                &(1100 + k).to_string(),
+            ])?;
         }
         Ok(())
     }
