@@ -6,7 +6,6 @@
 //! blackouts counted from the group's start.
 
 use std::net::SocketAddrV4;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use braid_core::Instant;
@@ -16,7 +15,7 @@ use serde::Serialize;
 
 use crate::apps::http::{self, Server, Transport};
 use crate::apps::iperf::{self, IperfResult, IperfTest};
-use crate::apps::web::{WebResult, WebRun};
+use crate::apps::web::{Timeline, WebResult, WebRun};
 use crate::system::System;
 use crate::topology::INTERNET;
 use crate::{Lab, LabError};
@@ -101,6 +100,7 @@ pub fn web(
                         arrivals,
                         stop_after,
                         grace,
+                        timeline: None,
                     }
                     .run(client, clock)
                 })
@@ -121,7 +121,8 @@ pub fn web(
 pub struct Failover {
     /// Width of a goodput bin, ms.
     pub bin_ms: u64,
-    /// The bulk download's goodput per bin, Mbit/s, from the start of the run.
+    /// The client's goodput per bin (the bulk download and the short flows together),
+    /// Mbit/s, from the start of the run.
     pub goodput_mbps: Vec<f64>,
     /// When the path failed, s from the start.
     pub fail_at_s: f64,
@@ -148,7 +149,9 @@ pub const RECOVERY_HOLD_MS: u64 = 2000;
 
 /// Runs a bulk download (HTTP, unbounded) and the web workload `web` through `system`;
 /// path `fail` is blackholed both ways from `fail_at_s` to the end of the run.
-/// `surviving_mbps` is the TCP capacity left, which recovery is judged against.
+/// `surviving_mbps` is the TCP capacity left, which recovery is judged against. Goodput
+/// counts every application byte the client receives (download and short flows), so a
+/// system is not penalized for carrying the short flows beside the download.
 #[expect(
     clippy::too_many_arguments,
     reason = "one experiment's knobs, named at the call"
@@ -180,7 +183,7 @@ pub fn failover(
     let run_for = Duration::from_secs_f64(duration_s);
     let deadline = epoch + run_for;
     let bins = (duration_s * 1000.0 / BIN_MS as f64).ceil() as usize;
-    let bytes = Mutex::new(vec![0u64; bins]);
+    let timeline = Timeline::new(epoch, Duration::from_millis(BIN_MS), bins);
     let route = system.route();
     let client = &lab.client;
     let (bulk, web_result) = std::thread::scope(|scope| {
@@ -193,12 +196,7 @@ pub fn failover(
                     &clock,
                     deadline,
                     |now, n| {
-                        let i = (now - epoch).as_millis() as usize / BIN_MS as usize;
-                        if let Ok(mut b) = bytes.lock() {
-                            if let Some(x) = b.get_mut(i) {
-                                *x += n;
-                            }
-                        }
+                        timeline.add(now, n);
                     },
                 ))
             })
@@ -213,6 +211,7 @@ pub fn failover(
                 arrivals,
                 stop_after: run_for.saturating_sub(Duration::from_secs(1)),
                 grace: Duration::from_secs(10),
+                timeline: Some(&timeline),
             }
             .run(client, clock)
         });
@@ -225,11 +224,7 @@ pub fn failover(
         )
     });
     let bulk = bulk?;
-    let bytes = bytes.into_inner().unwrap_or_default();
-    let goodput: Vec<f64> = bytes
-        .iter()
-        .map(|&b| b as f64 * 8.0 / (BIN_MS as f64 / 1000.0) / 1e6)
-        .collect();
+    let goodput = timeline.mbps();
     let fail_bin = (fail_at_s * 1000.0 / BIN_MS as f64) as usize;
     let (recovery_ms, longest_stall_ms) = recovery(&goodput, fail_bin, surviving_mbps);
     let first = (1000 / BIN_MS) as usize;

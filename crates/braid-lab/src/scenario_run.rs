@@ -196,6 +196,7 @@ fn run_workload(
                 arrivals,
                 stop_after: left,
                 grace: Duration::from_secs(30),
+                timeline: None,
             }
             .run(&lab.client, clock)?;
             json!(r)

@@ -36,8 +36,47 @@ pub struct WebResult {
     pub fct_ms: Summary,
 }
 
+/// Application bytes received, in bins of time on the lab's clock (shared by the flows
+/// that feed it).
+#[derive(Debug)]
+pub struct Timeline {
+    epoch: Instant,
+    bin: Duration,
+    bytes: Mutex<Vec<u64>>,
+}
+
+impl Timeline {
+    /// `bins` bins of `bin` each from `epoch`; bytes after the last bin are not counted.
+    pub fn new(epoch: Instant, bin: Duration, bins: usize) -> Timeline {
+        Timeline {
+            epoch,
+            bin,
+            bytes: Mutex::new(vec![0; bins]),
+        }
+    }
+
+    /// Counts `n` bytes received at `now`.
+    pub fn add(&self, now: Instant, n: u64) {
+        let i = ((now - self.epoch).as_micros() / self.bin.as_micros().max(1)) as usize;
+        if let Ok(mut b) = self.bytes.lock() {
+            if let Some(x) = b.get_mut(i) {
+                *x += n;
+            }
+        }
+    }
+
+    /// Goodput per bin in Mbit/s.
+    pub fn mbps(&self) -> Vec<f64> {
+        let secs = self.bin.as_secs_f64();
+        self.bytes
+            .lock()
+            .map(|b| b.iter().map(|&x| x as f64 * 8.0 / secs / 1e6).collect())
+            .unwrap_or_default()
+    }
+}
+
 /// One web workload run.
-pub struct WebRun<I> {
+pub struct WebRun<'t, I> {
     pub route: Route,
     pub server: SocketAddrV4,
     /// `(arrival, size)` with arrivals relative to the start of the run.
@@ -46,9 +85,11 @@ pub struct WebRun<I> {
     pub stop_after: Duration,
     /// How long flows still open at `stop_after` may take to finish.
     pub grace: Duration,
+    /// Where received bytes are counted over time, if anywhere.
+    pub timeline: Option<&'t Timeline>,
 }
 
-impl<I: Iterator<Item = (Instant, u64)> + Send> WebRun<I> {
+impl<I: Iterator<Item = (Instant, u64)> + Send> WebRun<'_, I> {
     /// Runs the workload from a thread inside `client` (blocks until done).
     pub fn run(self, client: &Netns, clock: Clock) -> Result<WebResult, LabError> {
         client.enter_scoped(move || Ok(self.drive(clock)))
@@ -78,11 +119,15 @@ impl<I: Iterator<Item = (Instant, u64)> + Send> WebRun<I> {
                 started += 1;
                 open.fetch_add(1, Ordering::Relaxed);
                 let (results, flow_open) = (results.clone(), open.clone());
-                let (route, server) = (self.route, self.server);
+                let (route, server, timeline) = (self.route, self.server, self.timeline);
                 let spawned = std::thread::Builder::new()
                     .name("web-flow".into())
                     .spawn_scoped(scope, move || {
-                        let f = fetch(route, server, Some(size), &clock, deadline, |_, _| {});
+                        let f = fetch(route, server, Some(size), &clock, deadline, |now, n| {
+                            if let Some(t) = timeline {
+                                t.add(now, n);
+                            }
+                        });
                         if let Ok(mut r) = results.lock() {
                             r.push(f);
                         }
