@@ -1,6 +1,7 @@
-//! The demo: the PluriBus bus (scenarios/bus.toml) run over each link alone and through
-//! braid, side by side. `braid demo` prints it; it is also a regular report so `--json`
-//! works the same way as for benchmarks.
+//! The demo in the simulator: the bus on recorded LTE traces (scenarios/bus-lte.toml) run
+//! over each link alone, per-connection striping and braid, side by side. `braid demo`
+//! runs it where the lab (crate::lab_demo) cannot run; it is also a regular report so
+//! `--json` works the same way as for benchmarks.
 
 use std::path::Path;
 
@@ -11,6 +12,24 @@ use crate::{BenchError, BenchReport, Headline, Options, Table};
 
 /// The bus scenario, embedded so the demo runs from any directory.
 pub const BUS: &str = include_str!("../../../scenarios/bus.toml");
+
+/// The demo's scenario: the bus on recorded LTE traces.
+pub const DEMO: &str = include_str!("../../../scenarios/bus-lte.toml");
+
+/// The demo's scenario with its traces found: under `scenarios/` of the working directory
+/// when run from the repository, else of the repository this was built from.
+pub fn demo_scenario(traces: &mut TraceCache) -> Result<Scenario, BenchError> {
+    let here = Path::new("scenarios");
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let base = if here.join("../traces/ATT-LTE-driving-2016.down").exists() {
+        here.to_path_buf()
+    } else {
+        built
+    };
+    let mut s = Scenario::parse(DEMO, "scenarios/bus-lte.toml", &base, traces)?;
+    s.name = "bus-lte".to_owned();
+    Ok(s)
+}
 
 /// The `[[path]]` tables of the bus scenario, for benchmarks that run other workloads
 /// over the same links.
@@ -25,16 +44,10 @@ pub fn bus_paths() -> Result<String, BenchError> {
     Ok(BUS[start..end].to_owned())
 }
 
-/// Runs the bus over EVDO alone, WiMax alone and braid.
+/// Runs the demo's bus over each link alone, per-connection striping and braid.
 pub fn run(opts: &mut Options<'_>) -> Result<BenchReport, BenchError> {
     let mut traces = TraceCache::new();
-    let mut base = Scenario::parse(
-        BUS,
-        "scenarios/bus.toml",
-        Path::new("scenarios"),
-        &mut traces,
-    )?;
-    base.name = "bus".to_owned();
+    let mut base = demo_scenario(&mut traces)?;
     base.seed = opts.seed;
     base.duration_s = if opts.quick { 300.0 } else { 1800.0 };
     let mut variants = Vec::new();
@@ -95,8 +108,12 @@ pub fn run(opts: &mut Options<'_>) -> Result<BenchReport, BenchError> {
             true,
         ),
         notes: vec![
-            "simulated: the lab with real kernels and Linux MPTCP side by side comes later".into(),
-            format!("{:.0} s of the bus workload per system", base.duration_s),
+            "simulated (the lab, with real kernels and Linux MPTCP side by side, needs root)"
+                .into(),
+            format!(
+                "{:.0} s of the bus-lte workload per system (scenarios/bus-lte.toml)",
+                base.duration_s
+            ),
         ],
         table,
     })

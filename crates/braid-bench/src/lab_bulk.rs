@@ -74,12 +74,13 @@ fn run_case(
     }
     let singles_error = delivery_error(&lab);
 
+    let mptcp_system = lab.mptcp();
     let mptcp = match lab.mptcp_unavailable() {
         Some(why) => {
             notes.push(format!("Linux MPTCP unavailable: {why}"));
             Err(why.to_owned())
         }
-        None => match experiment::bulk(&mut lab, &[System::Mptcp], duration, omit)?.remove(0) {
+        None => match experiment::bulk(&mut lab, &[mptcp_system], duration, omit)?.remove(0) {
             Ok(r) => Ok(r),
             Err(e) => {
                 notes.push(format!("{n} paths: MPTCP failed: {e}"));

@@ -121,8 +121,9 @@ impl Bench for LabBus {
         if let Some(why) = lab.mptcp_unavailable() {
             notes.push(format!("Linux MPTCP unavailable: {why}"));
         } else {
-            let r = experiment::web(&mut lab, &[System::Mptcp], &web, opts.seed, run_for, grace)?;
-            let label = System::Mptcp.label(&names);
+            let mptcp_system = lab.mptcp();
+            let r = experiment::web(&mut lab, &[mptcp_system], &web, opts.seed, run_for, grace)?;
+            let label = lab.mptcp().label(&names);
             table.row(row(&label, &r[0]));
             mptcp = r[0].fct_ms.median;
             systems.insert(label, json!(r[0]));

@@ -91,7 +91,8 @@ impl Bench for LabFailover {
         match lab.mptcp_unavailable() {
             Some(why) => notes.push(format!("Linux MPTCP unavailable: {why}")),
             None => {
-                let r = run(&mut lab, &System::Mptcp)?;
+                let system = lab.mptcp();
+                let r = run(&mut lab, &system)?;
                 table.row(row("Linux MPTCP", &r));
                 notes.push(delivery_note("MPTCP", &delivery_error(&lab)));
                 systems.insert("Linux MPTCP".into(), json!(r));

@@ -14,6 +14,7 @@ mod fec_codec;
 mod lab_bulk;
 mod lab_bus;
 mod lab_common;
+pub mod lab_demo;
 mod lab_emulator;
 mod lab_failover;
 mod never_worse;

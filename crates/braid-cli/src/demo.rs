@@ -1,30 +1,101 @@
 //! `braid demo`: the main job a new user runs first.
 //!
-//! Until the lab (real kernels in network namespaces) exists, the demo runs the bus
-//! scenario in the simulator: each link alone, then braid over both, and prints the table.
+//! The bus on recorded LTE traces (scenarios/bus-lte.toml): riders' short web flows over
+//! two cellular links, through each link alone, Linux MPTCP and braid. Where the lab can
+//! run (root, network namespaces, iperf3/mptcpd tools, this build's daemon) it runs there,
+//! in real time with real kernels, showing each path live; otherwise it says why and runs
+//! the same scenario in the simulator.
+
+use std::io::IsTerminal;
 
 use crate::progress::Bar;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A shorter run (seconds instead of a minute).
+    /// A shorter run.
     #[arg(long)]
     quick: bool,
     /// Print the comparison as JSON.
     #[arg(long)]
     json: bool,
-    /// Seed of every simulated run.
+    /// Seed of every random choice.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Run in the simulator even where the lab could run.
+    #[arg(long)]
+    sim: bool,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    let why = if a.sim {
+        Some("--sim asked for the simulator".to_owned())
+    } else {
+        braid_bench::lab_demo::unavailable()
+    };
+    match why {
+        None => lab(&a),
+        Some(why) => sim(&a, &why),
+    }
+}
+
+const INTRO: &str = "braid demo: a bus with two LTE modems (AT&T and Verizon, recorded while \
+                     driving; bursty loss on AT&T),\nriders' short web flows, through each \
+                     link alone, Linux MPTCP and braid.\n";
+
+fn lab(a: &Args) -> anyhow::Result<()> {
+    braid_lab::netns::install_interrupt_handler();
+    let tty = std::io::stdout().is_terminal() && !a.json;
     if !a.json {
-        crate::emit(
-            "braid demo: the PluriBus bus (an EVDO-like link with 150 ms RTT and a lossy \
-             WiMax-like link with 40 ms RTT,\nshort web flows), each link alone and bonded \
-             by braid. Simulated: the lab with real kernels comes later.\n\n",
-        )?;
+        crate::emit(&format!(
+            "{INTRO}In the lab: network namespaces, the links emulated in real time, real TCP. \
+             About {} minutes.\n\n",
+            if a.quick { 2 } else { 4 }
+        ))?;
+    }
+    let mut last_label = String::new();
+    let mut n = 0u64;
+    let mut live = |line: &str| {
+        if a.json {
+            return;
+        }
+        let label = line.split("  ").next().unwrap_or_default().to_owned();
+        let new_group = label != last_label;
+        n += 1;
+        let text = if tty {
+            format!(
+                "{}\r\x1b[2K{line}",
+                if new_group && !last_label.is_empty() {
+                    "\n"
+                } else {
+                    ""
+                }
+            )
+        } else if new_group || n.is_multiple_of(5) {
+            format!("{line}\n")
+        } else {
+            String::new()
+        };
+        last_label = label;
+        let _ = crate::emit(&text);
+    };
+    let mut opts = braid_bench::Options {
+        quick: a.quick,
+        seed: a.seed,
+        progress: None,
+    };
+    let report = braid_bench::lab_demo::run(&mut opts, &mut live)?;
+    if tty {
+        crate::emit("\n\n")?;
+    }
+    crate::print_report(&report, a.json)
+}
+
+fn sim(a: &Args, why: &str) -> anyhow::Result<()> {
+    if !a.json {
+        crate::emit(&format!(
+            "{INTRO}The lab cannot run here ({why}),\nso this is the same scenario in the \
+             simulator (Linux MPTCP runs only in the lab).\n\n"
+        ))?;
     }
     let mut bar = Bar::new(!a.json);
     let mut cb = |label: &str, done: f64| bar.update(label, done);

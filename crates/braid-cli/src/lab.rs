@@ -70,7 +70,8 @@ fn systems(spec: &str, sc: &Scenario) -> anyhow::Result<Vec<System>> {
     for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         match item.split_once(':') {
             None if item == "paths" => out.extend((0..sc.paths.len()).map(System::Path)),
-            None if item == "mptcp" => out.push(System::Mptcp),
+            // The lab puts MPTCP's first subflow on its best path (scenario_run).
+            None if item == "mptcp" => out.push(System::Mptcp { primary: 0 }),
             None if item == "braid" => out.push(System::Braid(default_scheduler.clone())),
             Some(("path", name)) => {
                 let k = sc

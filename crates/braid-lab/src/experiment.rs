@@ -79,13 +79,29 @@ pub fn web(
     stop_after: Duration,
     grace: Duration,
 ) -> Result<Vec<WebResult>, LabError> {
+    web_watched(lab, systems, web, seed, stop_after, grace, &mut |_, _| {})
+}
+
+/// [`web`], calling `tick(lab, elapsed)` about every second while the flows run (for a
+/// live view).
+pub fn web_watched(
+    lab: &mut Lab,
+    systems: &[System],
+    web: &WebConfig,
+    seed: u64,
+    stop_after: Duration,
+    grace: Duration,
+    tick: &mut dyn FnMut(&Lab, Duration),
+) -> Result<Vec<WebResult>, LabError> {
     let paths = lab.paths().to_vec();
     lab.reset_links(&paths)?;
     let _server = http_server(lab)?;
     let end = Instant::ZERO + stop_after;
     let clock = lab.clock();
     let server = SocketAddrV4::new(INTERNET, HTTP_PORT);
+    let lab = &*lab;
     let client = &lab.client;
+    let start = clock.now();
     std::thread::scope(|scope| {
         let handles: Vec<_> = systems
             .iter()
@@ -106,6 +122,18 @@ pub fn web(
                 })
             })
             .collect();
+        let mut next_tick = Duration::from_secs(1);
+        while !handles
+            .iter()
+            .all(std::thread::ScopedJoinHandle::is_finished)
+        {
+            std::thread::sleep(Duration::from_millis(100));
+            let elapsed = clock.now() - start;
+            if elapsed >= next_tick {
+                tick(lab, elapsed);
+                next_tick += Duration::from_secs(1);
+            }
+        }
         handles
             .into_iter()
             .map(|h| {

@@ -1,6 +1,7 @@
 //! Linux MPTCP as the peer to beat: the client and the internet host are MPTCP hosts over
-//! the very same emulated paths. The client opens the first subflow from path 0's address
-//! (a socket bound to it, as the single-path baseline on path 0 is); the kernel's
+//! the very same emulated paths. The client opens the first subflow from the primary
+//! path's address (a socket bound to it, as that path's single-path baseline is; the
+//! primary is the path of highest mean downlink capacity); the kernel's
 //! in-kernel path manager adds one subflow from each other path's address (a `subflow`
 //! endpoint per address, and the gateway's source-address rules put each subflow on its
 //! path); the scheduler is the kernel's default. Applications use MPTCP through their
@@ -13,8 +14,8 @@ use crate::{Lab, LabError};
 const LIMIT: &str = "8";
 
 /// Sets MPTCP's limits on both hosts and a subflow endpoint on the client for every path
-/// after the first.
-pub fn configure(lab: &Lab) -> Result<(), LabError> {
+/// but the primary.
+pub fn configure(lab: &Lab, primary: usize) -> Result<(), LabError> {
     for ns in [&lab.client, &lab.internet] {
         ns.sysctl("mptcp/enabled", "1")?;
         ns.ip(&[
@@ -27,7 +28,7 @@ pub fn configure(lab: &Lab) -> Result<(), LabError> {
             LIMIT,
         ])?;
     }
-    for k in 1..lab.paths().len() {
+    for k in (0..lab.paths().len()).filter(|&k| k != primary) {
         lab.client.ip(&[
             "mptcp",
             "endpoint",

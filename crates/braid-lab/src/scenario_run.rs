@@ -44,7 +44,8 @@ pub fn paths(sc: &Scenario) -> Vec<PathSpec> {
         .collect()
 }
 
-/// Runs `sc` through each of `systems` in a lab built from its paths.
+/// Runs `sc` through each of `systems` in a lab built from its paths (MPTCP's first
+/// subflow goes on the lab's best path, whatever `primary` says).
 pub fn run(sc: &Scenario, systems: &[System]) -> Result<Vec<SystemRun>, LabError> {
     for w in &sc.workloads {
         if let WorkloadConfig::FetchLoop(_) = w {
@@ -58,10 +59,14 @@ pub fn run(sc: &Scenario, systems: &[System]) -> Result<Vec<SystemRun>, LabError
     let names: Vec<String> = sc.paths.iter().map(|p| p.name.clone()).collect();
     let mut out = Vec::new();
     for system in systems {
+        let system = &match system {
+            System::Mptcp { .. } => lab.mptcp(),
+            other => other.clone(),
+        };
         let label = system.label(&names);
         let _tunnel = match system {
             System::Braid(s) => Some(BraidTunnel::start(&lab, s)?),
-            System::Mptcp => {
+            System::Mptcp { .. } => {
                 if let Some(why) = lab.mptcp_unavailable() {
                     return Err(LabError::Unsupported(format!("Linux MPTCP: {why}")));
                 }

@@ -14,8 +14,10 @@ use crate::topology::{client_path_addr, CLIENT};
 pub enum System {
     /// Plain TCP over path `k` only (the source address the gateway routes onto it).
     Path(usize),
-    /// Linux MPTCP, first subflow on path 0, one more per other path.
-    Mptcp,
+    /// Linux MPTCP: the first subflow on path `primary` (the lab picks the path of
+    /// highest mean downlink capacity, as a user would make the best modem the default
+    /// route), one more subflow per other path.
+    Mptcp { primary: usize },
     /// Through braid's tunnel with this scheduler (a braid-core scheduler name).
     Braid(String),
 }
@@ -28,9 +30,9 @@ impl System {
                 transport: Transport::Tcp,
                 bind: Some(client_path_addr(*k)),
             },
-            System::Mptcp => Route {
+            System::Mptcp { primary } => Route {
                 transport: Transport::Mptcp,
-                bind: Some(client_path_addr(0)),
+                bind: Some(client_path_addr(*primary)),
             },
             System::Braid(_) => Route {
                 transport: Transport::Tcp,
@@ -45,7 +47,7 @@ impl System {
     }
 
     pub fn is_mptcp(&self) -> bool {
-        matches!(self, System::Mptcp)
+        matches!(self, System::Mptcp { .. })
     }
 
     /// A label for tables, with path names from `paths`.
@@ -57,7 +59,7 @@ impl System {
                     .get(*k)
                     .map_or_else(|| format!("path {k}"), Clone::clone)
             ),
-            System::Mptcp => "Linux MPTCP".into(),
+            System::Mptcp { .. } => "Linux MPTCP".into(),
             System::Braid(s) => format!("braid ({s})"),
         }
     }

@@ -24,7 +24,7 @@ use braid_sim::link::{LinkConfig, TraceCache};
 use crate::clock::Clock;
 use crate::emulator::{build_link, DirectionReport, PathEmulator};
 use crate::netns::Netns;
-use crate::LabError;
+use crate::{LabError, System};
 
 /// Most paths a lab holds.
 pub const MAX_PATHS: usize = 8;
@@ -86,6 +86,7 @@ pub struct Lab {
     pub internet: Netns,
     path_ns: Vec<Netns>,
     mptcp: Option<String>,
+    mptcp_primary: usize,
 }
 
 impl Lab {
@@ -121,9 +122,13 @@ impl Lab {
             internet,
             path_ns,
             mptcp: None,
+            mptcp_primary: 0,
         };
         lab.wire()?;
-        lab.mptcp = crate::mptcp::configure(&lab).err().map(|e| e.to_string());
+        lab.mptcp_primary = lab.best_path();
+        lab.mptcp = crate::mptcp::configure(&lab, lab.mptcp_primary)
+            .err()
+            .map(|e| e.to_string());
         for (k, p) in paths.iter().enumerate() {
             let (up, down) = lab.links(k)?;
             let e = PathEmulator::start(&lab.path_ns[k], &p.name, up, down, lab.clock)?;
@@ -350,6 +355,28 @@ impl Lab {
             self.emulators[k].replace(up, down, epoch)?;
         }
         Ok(epoch)
+    }
+
+    /// The path of highest mean downlink capacity (the first of equals).
+    fn best_path(&mut self) -> usize {
+        let mut best = (0, f64::MIN);
+        for k in 0..self.paths.len() {
+            let rate = self.paths[k]
+                .down
+                .mean_rate_bps(&mut self.traces)
+                .unwrap_or(0.0);
+            if rate > best.1 {
+                best = (k, rate);
+            }
+        }
+        best.0
+    }
+
+    /// Linux MPTCP as this lab runs it (first subflow on the best path).
+    pub fn mptcp(&self) -> System {
+        System::Mptcp {
+            primary: self.mptcp_primary,
+        }
     }
 
     /// Why Linux MPTCP cannot run in this lab, or `None` when it is configured.

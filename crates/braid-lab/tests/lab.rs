@@ -60,7 +60,8 @@ fn mptcp_uses_every_path_and_single_paths_stay_on_theirs() {
     assert!(single > 5.0, "{single}");
 
     // MPTCP: both paths carry the download.
-    let r = experiment::bulk(&mut lab, &[System::Mptcp], 6, 2).unwrap();
+    let mptcp = lab.mptcp();
+    let r = experiment::bulk(&mut lab, &[mptcp], 6, 2).unwrap();
     let mptcp = r[0].as_ref().unwrap();
     let reports = lab.path_reports();
     eprintln!(
