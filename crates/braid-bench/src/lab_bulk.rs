@@ -172,7 +172,7 @@ impl Bench for LabBulk {
         let mut notes = vec![format!(
             "iperf3 download, Cubic, {duration} s after {omit} s left out; capacity = summed \
              rates x 1448/1500 (TCP payload per IP packet); the single paths run at once, \
-             one per path; MPTCP's first subflow is on the first path; queues 250 ms"
+             one per path; MPTCP's first subflow is on the path of highest capacity (lte); queues 250 ms"
         )];
         if let Some(why) = &braid_why {
             notes.push(format!(

@@ -95,11 +95,16 @@ impl Bench for LabBus {
             "reset/failed",
         ]);
         let mut systems = serde_json::Map::new();
+        let primary = match lab.mptcp() {
+            System::Mptcp { primary } => names.get(primary).cloned().unwrap_or_default(),
+            _ => String::new(),
+        };
         let mut notes = vec![format!(
             "scenarios/bus.toml's links emulated in real time; web flows (scale {}, seed {}) \
              for {secs} s, the same flows for every system; Cubic on real kernels; the two \
-             single links run at once; MPTCP's first subflow on {}",
-            web.scale, opts.seed, names[0]
+             single links run at once; MPTCP's first subflow on {} (the path of highest \
+             capacity)",
+            web.scale, opts.seed, primary,
         )];
 
         opts.progress("lab-bus", 0.0);

@@ -27,7 +27,7 @@ impl Bench for LabEmulator {
         let (pings, seconds) = if opts.quick { (20, 5) } else { (100, 20) };
         let mut table = Table::new([
             "rate Mbit/s",
-            "ping ms (model)",
+            "ping median ms (model)",
             "goodput Mbit/s (model)",
             "delivery error p50/p99/max µs",
             "within 100 µs",
@@ -41,7 +41,7 @@ impl Bench for LabEmulator {
             let d = &a.delivery_error;
             table.row([
                 f(rate, 0),
-                format!("{} ({})", f(a.ping.avg_ms, 2), f(a.expected_rtt_ms, 2)),
+                format!("{} ({})", f(a.ping.median_ms, 2), f(a.expected_rtt_ms, 2)),
                 format!(
                     "{} ({})",
                     f(a.goodput_mbps, 2),

@@ -25,7 +25,8 @@ pub struct Accuracy {
     /// The RTT the model gives a ping (propagation plus serialization both ways).
     pub expected_rtt_ms: f64,
     pub ping: ping::PingStats,
-    /// ping's mean RTT relative to the model, minus 1.
+    /// ping's median RTT relative to the model, minus 1 (the median, so that a reply
+    /// delayed by a busy machine does not decide).
     pub rtt_error: f64,
     /// TCP goodput the model allows: the rate times payload per IP packet.
     pub expected_goodput_mbps: f64,
@@ -83,7 +84,7 @@ pub fn measure(
         rtt_ms,
         expected_rtt_ms,
         ping: p,
-        rtt_error: p.avg_ms / expected_rtt_ms - 1.0,
+        rtt_error: p.median_ms / expected_rtt_ms - 1.0,
         expected_goodput_mbps,
         goodput_mbps: r.goodput_mbps,
         goodput_error: r.goodput_mbps / expected_goodput_mbps - 1.0,
