@@ -98,7 +98,7 @@ struct TempDir(PathBuf);
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        crate::netns::remove_dir(&self.0);
     }
 }
 
@@ -116,6 +116,7 @@ impl BraidTunnel {
         }
         let exe = executable().ok_or_else(|| LabError::BraidUnavailable("no executable".into()))?;
         let dir = TempDir(std::env::temp_dir().join(lab.gateway.name()));
+        crate::netns::register_dir(&dir.0);
         std::fs::create_dir_all(&dir.0)
             .map_err(|e| LabError::io(format!("creating {}", dir.0.display()), e))?;
         let engine = format!(
@@ -137,10 +138,7 @@ impl BraidTunnel {
             Ipv4Addr::from(u32::from(INTERNET) & 0xffff_ff00),
         );
         for (k, p) in lab.paths().iter().enumerate() {
-            let rate =
-                p.up.rate_mbps
-                    .or(p.up.rate_kbps.map(|k| k / 1e3))
-                    .unwrap_or(1.0);
+            let rate = lab.uplink_mbps(k).max(0.1);
             let _ = write!(
                 gateway_cfg,
                 "[[uplink]]\nname = \"{}\"\nsource = \"{}\"\ncapacity_mbps = {rate}\n\n",

@@ -31,12 +31,27 @@ pub const PREFIX: &str = "braidlab-";
 static LIVE: Mutex<Live> = Mutex::new(Live {
     namespaces: Vec::new(),
     pids: Vec::new(),
+    dirs: Vec::new(),
 });
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 struct Live {
     namespaces: Vec<String>,
     pids: Vec<u32>,
+    /// Temporary folders (daemon configs and logs), named like the namespaces.
+    dirs: Vec<std::path::PathBuf>,
+}
+
+/// Registers a temporary folder of the lab, removed at cleanup (it must be named with
+/// [`PREFIX`] so `braid lab clean` finds it too).
+pub(crate) fn register_dir(dir: &std::path::Path) {
+    live().dirs.push(dir.to_owned());
+}
+
+/// Removes a temporary folder registered with [`register_dir`].
+pub(crate) fn remove_dir(dir: &std::path::Path) {
+    let _ = std::fs::remove_dir_all(dir);
+    live().dirs.retain(|d| d != dir);
 }
 
 fn live() -> std::sync::MutexGuard<'static, Live> {
@@ -76,13 +91,17 @@ pub fn install_interrupt_handler() {
 
 /// Kills every process and deletes every namespace this process's lab registered.
 pub fn cleanup_all() {
-    let (pids, namespaces) = {
+    let (pids, namespaces, dirs) = {
         let mut l = live();
         (
             std::mem::take(&mut l.pids),
             std::mem::take(&mut l.namespaces),
+            std::mem::take(&mut l.dirs),
         )
     };
+    for dir in dirs {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     for pid in pids {
         terminate(pid);
     }
@@ -147,6 +166,20 @@ pub fn clean_leftovers(all: bool) -> Result<Vec<String>, LabError> {
         if all || !owner_alive {
             delete_namespace(name);
             removed.push(name.to_owned());
+        }
+    }
+    // The daemons' folders, named like the namespaces.
+    if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(rest) = name.strip_prefix(PREFIX) else {
+                continue;
+            };
+            let owner = rest.split('-').next().and_then(|p| p.parse::<i32>().ok());
+            if all || owner.is_none_or(|p| kill(Pid::from_raw(p), None).is_err()) {
+                let _ = std::fs::remove_dir_all(e.path());
+                removed.push(e.path().display().to_string());
+            }
         }
     }
     Ok(removed)

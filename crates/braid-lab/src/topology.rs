@@ -87,6 +87,7 @@ pub struct Lab {
     path_ns: Vec<Netns>,
     mptcp: Option<String>,
     mptcp_primary: usize,
+    uplink_mbps: Vec<f64>,
 }
 
 impl Lab {
@@ -123,7 +124,12 @@ impl Lab {
             path_ns,
             mptcp: None,
             mptcp_primary: 0,
+            uplink_mbps: Vec::new(),
         };
+        for p in paths {
+            let bps = p.up.mean_rate_bps(&mut lab.traces).unwrap_or(0.0);
+            lab.uplink_mbps.push(bps / 1e6);
+        }
         lab.wire()?;
         lab.mptcp_primary = lab.best_path();
         lab.mptcp = crate::mptcp::configure(&lab, lab.mptcp_primary)
@@ -355,6 +361,12 @@ impl Lab {
             self.emulators[k].replace(up, down, epoch)?;
         }
         Ok(epoch)
+    }
+
+    /// Mean capacity of path `k`'s uplink (gateway → server), Mbit/s: its rate, or its
+    /// trace's mean rate.
+    pub fn uplink_mbps(&self, k: usize) -> f64 {
+        self.uplink_mbps.get(k).copied().unwrap_or(0.0)
     }
 
     /// The path of highest mean downlink capacity (the first of equals).
