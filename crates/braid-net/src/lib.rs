@@ -15,6 +15,7 @@
 //!   Prometheus).
 //! - [`system`]: routes, forwarding and nftables, undone at shutdown.
 //! - [`clock`]: the one clock read.
+//! - [`testbed`]: network namespaces for the end-to-end test and the throughput benchmark.
 
 pub mod batch;
 pub mod clock;
@@ -28,6 +29,7 @@ pub mod mss;
 pub mod server;
 pub mod status;
 pub mod system;
+pub mod testbed;
 pub mod tun;
 pub mod udp;
 
