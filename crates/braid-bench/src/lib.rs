@@ -22,6 +22,7 @@ pub mod registry;
 pub mod report;
 mod sim_speed;
 pub mod summary;
+mod tunnel_throughput;
 mod udp_aggregation;
 
 pub use registry::{find, list};

@@ -18,6 +18,7 @@ static ALL: &[&dyn Bench] = &[
     &crate::pluribus_coding::Fig10,
     &crate::pluribus_coding::Fig12,
     &crate::pluribus_coding::Fig13,
+    &crate::tunnel_throughput::TunnelThroughput,
 ];
 
 /// All benchmarks, in the order `braid bench --list` shows them.

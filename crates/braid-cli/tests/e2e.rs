@@ -3,7 +3,10 @@
 //! uplink taken down in the middle of the download, a wrong config refused in one line.
 //! Skipped, with the reason printed, where root, namespaces or the tools are missing.
 
-#![expect(clippy::unwrap_used, reason = "test helpers: a failed step ends the test with its message")]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers: a failed step ends the test with its message"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
