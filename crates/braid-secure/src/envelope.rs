@@ -55,6 +55,8 @@ pub const COOKIE_REPLY_LEN: usize = HANDSHAKE_HEADER_LEN + COOKIE_NONCE_LEN + CO
 /// of this size is enough for [`crate::Gateway::poll_transmit`] and for the replies of
 /// [`crate::Server::handle`].
 pub const MAX_HANDSHAKE_LEN: usize = MAX_INITIATION_LEN;
+const _: () =
+    assert!(MAX_RESPONSE_LEN <= MAX_HANDSHAKE_LEN && COOKIE_REPLY_LEN <= MAX_HANDSHAKE_LEN);
 
 /// The message types (byte 0). The envelope has no separate version byte: an incompatible
 /// change takes new type numbers, as WireGuard's does.
@@ -372,6 +374,16 @@ mod tests {
             Envelope::parse(&c[..COOKIE_REPLY_LEN]),
             Ok(Envelope::CookieReply(_))
         ));
+    }
+
+    /// The lengths docs/wire.md gives.
+    #[test]
+    fn message_lengths_are_as_documented() {
+        assert_eq!(MIN_INITIATION_LEN, 148);
+        assert_eq!(MAX_INITIATION_LEN, 148 + 256);
+        assert_eq!(MIN_RESPONSE_LEN, 65);
+        assert_eq!(COOKIE_REPLY_LEN, 68);
+        assert_eq!(DATA_OVERHEAD, 32);
     }
 
     #[test]
