@@ -228,6 +228,14 @@ impl Server {
         self.sessions.len()
     }
 
+    /// Entries in every table the server keeps: configured peers, the handshakes cached
+    /// for them, the index of those, sessions. Tests check it does not grow for strangers.
+    #[cfg(test)]
+    pub(crate) fn state_size(&self) -> usize {
+        let cached = self.peers.values().filter(|p| p.last.is_some()).count();
+        self.peers.len() + cached + self.recent.len() + self.sessions.len() + self.events.len()
+    }
+
     /// The gateway key a session belongs to.
     pub fn session_peer(&self, session: SessionId) -> Option<PublicKey> {
         self.sessions.get(&session.get()).map(|s| s.peer)

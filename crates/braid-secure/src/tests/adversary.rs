@@ -87,11 +87,13 @@ fn an_unknown_key_gets_no_state_and_is_counted() {
     let mut n = Net::new(&[0]);
     let stranger = 77;
     n.gw = Gateway::new(gateway_config(stranger), &[0], n.now).unwrap();
+    let state = n.srv.state_size();
     for _ in 0..20 {
         n.exchange();
         n.advance(limits::REKEY_TIMEOUT + limits::REKEY_JITTER);
     }
     assert_eq!(n.srv.session_count(), 0);
+    assert_eq!(n.srv.state_size(), state, "no table grew");
     assert_eq!(n.srv.poll_timeout(), None, "no session, no timer");
     assert!(n.srv_events().is_empty());
     assert_eq!(n.gw.session(), None);
@@ -143,10 +145,10 @@ proptest! {
             d[4..8].copy_from_slice(&id);
         }
         n.srv_events();
-        let sessions = n.srv.session_count();
+        let state = n.srv.state_size();
         prop_assert!(n.up(0, d.clone()).0.is_err());
         prop_assert!(n.down(0, d).0.is_err());
-        prop_assert_eq!(n.srv.session_count(), sessions);
+        prop_assert_eq!(n.srv.state_size(), state);
         prop_assert!(n.srv_events().is_empty());
     }
 

@@ -23,8 +23,9 @@ fn under_load_the_server_answers_with_a_cookie_and_the_gateway_proves_its_addres
     );
     assert_eq!(cookie_reply[0], MessageType::CookieReply as u8);
     assert!(cookie_reply.len() < tx[0].1.len(), "no amplification");
-    // No Diffie-Hellman work, no session, no event.
+    // No Diffie-Hellman work, no session, no event, no state.
     assert_eq!(n.srv.session_count(), 0);
+    assert_eq!(n.srv.state_size(), 1, "only the configured peer");
     assert!(n.srv_events().is_empty());
     assert_eq!(n.srv.stats().cookie_replies, 1);
 
