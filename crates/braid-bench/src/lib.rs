@@ -20,6 +20,7 @@ mod pluribus_fig17;
 mod prism;
 pub mod registry;
 pub mod report;
+mod secure_transport;
 mod sim_speed;
 pub mod summary;
 mod tunnel_throughput;

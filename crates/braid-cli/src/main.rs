@@ -3,6 +3,7 @@
 
 mod daemon;
 mod demo;
+mod keys;
 mod progress;
 mod sim;
 
@@ -35,6 +36,8 @@ enum Command {
     Sim(sim::Args),
     /// Run a named benchmark (see --list), comparing systems side by side in one run.
     Bench(BenchArgs),
+    #[command(flatten)]
+    Keys(keys::KeyCommand),
 }
 
 #[derive(clap::Args)]
@@ -65,6 +68,7 @@ fn main() -> std::process::ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::Sim(a) => sim::run(a),
         Command::Bench(a) => bench(a),
+        Command::Keys(c) => keys::run(c),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
