@@ -7,7 +7,7 @@
 //! - [`tun`]: the TUN device with TSO/GRO offloads (super-packets split and coalesced).
 //! - [`udp`]: UDP sockets with GSO/GRO and `recvmmsg` through quinn-udp.
 //! - [`batch`]: outgoing datagrams gathered into GSO runs.
-//! - [`envelope`]: the seal/open boundary every datagram crosses once each way.
+//! - [`secure`]: the seal/open boundary every datagram crosses once each way (braid-secure).
 //! - [`gateway`], [`server`]: the two event loops.
 //! - [`links`]: netlink notifications of link and address changes.
 //! - [`mss`]: TCP MSS clamping.
@@ -21,11 +21,11 @@ pub mod batch;
 pub mod clock;
 pub mod config;
 pub mod control;
-pub mod envelope;
 pub mod gateway;
 pub mod links;
 pub mod metrics;
 pub mod mss;
+pub mod secure;
 pub mod server;
 pub mod status;
 pub mod system;
