@@ -16,6 +16,34 @@ use braid_net::testbed::{self, Bed, Netns, Proc, INTERNET_HOST, SERVER_ADDR};
 
 const BRAID: &str = env!("CARGO_BIN_EXE_braid");
 
+/// Captures one braid data datagram arriving on the server's veth a1, then sends it to the
+/// server again as it was (a replay), and corrupted: a byte of its ciphertext flipped and
+/// its counter moved ahead of the replay window, so that only authentication can refuse it.
+const REPLAY: &str = r#"
+import socket, struct
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+s.bind(("a1", 0))
+s.settimeout(20)
+while True:
+    f = s.recv(65535)
+    ip = f[14:]
+    if ip[9] != 17:
+        continue
+    udp = ip[(ip[0] & 15) * 4:]
+    if struct.unpack("!H", udp[2:4])[0] != 51820 or len(udp) < 300:
+        continue
+    payload = udp[8:]
+    break
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.sendto(payload, ("127.0.0.1", 51820))
+bad = bytearray(payload)
+counter = int.from_bytes(bad[8:16], "big") + 1000000
+bad[8:16] = counter.to_bytes(8, "big")
+bad[-1] ^= 1
+u.sendto(bytes(bad), ("127.0.0.1", 51820))
+print("sent", len(payload))
+"#;
+
 fn dir() -> PathBuf {
     let d = std::env::temp_dir().join(format!("braid-e2e-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
@@ -51,17 +79,34 @@ fn sha256(ns: Option<&Netns>, file: &Path) -> String {
     out.split_whitespace().next().unwrap().to_owned()
 }
 
-fn server_config(d: &Path) -> PathBuf {
+/// Writes a new private key to `DIR/NAME.key`; returns its public key.
+fn keypair(d: &Path, name: &str) -> String {
+    let key = testbed::run(BRAID, &["genkey"]).unwrap();
+    let file = d.join(format!("{name}.key"));
+    std::fs::write(&file, &key).unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{BRAID} pubkey < {}", file.display()))
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn server_config(d: &Path, gateway_key: &str) -> PathBuf {
     let f = d.join("server.toml");
     std::fs::write(
         &f,
         format!(
             r#"[interface]
 private_key_file = "{d}/server.key"
-plaintext = true
 listen = "0.0.0.0:51820"
 address = "10.77.0.1/24"
 masquerade = "c1"
+
+[[gateway]]
+name = "bus-17"
+public_key = "{gateway_key}"
+address = "10.77.0.17"
 
 [control]
 socket = "{d}/server.sock"
@@ -74,19 +119,19 @@ metrics = "127.0.0.1:9582"
     f
 }
 
-fn gateway_config(d: &Path) -> PathBuf {
-    let f = d.join("gateway.toml");
+fn gateway_config(d: &Path, name: &str, server_key: &str) -> PathBuf {
+    let f = d.join(format!("{name}.toml"));
     std::fs::write(
         &f,
         format!(
             r#"[interface]
-private_key_file = "{d}/gateway.key"
-plaintext = true
+private_key_file = "{d}/{name}.key"
+tun = "{tun}"
 routes = ["10.202.0.0/24"]
 
 [server]
 endpoint = "{SERVER_ADDR}:51820"
-public_key = "unused-in-plaintext"
+public_key = "{server_key}"
 
 [[uplink]]
 name = "wan-a"
@@ -100,9 +145,14 @@ capacity_mbps = 500
 metered = true
 
 [control]
-socket = "{d}/gateway.sock"
+socket = "{d}/{name}.sock"
 "#,
-            d = d.display()
+            d = d.display(),
+            tun = if name == "gateway" {
+                "braid0"
+            } else {
+                "braid9"
+            },
         ),
     )
     .unwrap();
@@ -116,6 +166,9 @@ fn gateway_and_server_carry_tcp_and_udp_over_two_uplinks_and_survive_losing_one(
         return;
     }
     let d = dir();
+    let server_key = keypair(&d, "server");
+    let gateway_key = keypair(&d, "gateway");
+    keypair(&d, "stranger");
     let bed = Bed::new(&format!("brde2e{}", std::process::id() % 100_000)).expect("test bed");
     let (gw, srv, net) = (&bed.gateway, &bed.server, &bed.internet);
 
@@ -123,7 +176,7 @@ fn gateway_and_server_carry_tcp_and_udp_over_two_uplinks_and_survive_losing_one(
     let bad = d.join("bad.toml");
     std::fs::write(
         &bad,
-        std::fs::read_to_string(gateway_config(&d))
+        std::fs::read_to_string(gateway_config(&d, "gateway", &server_key))
             .unwrap()
             .replace("\"b0\"", "\"wwan7\""),
     )
@@ -172,7 +225,11 @@ fn gateway_and_server_carry_tcp_and_udp_over_two_uplinks_and_survive_losing_one(
     let mut server = srv
         .spawn(
             BRAID,
-            &["server", "--config", server_config(&d).to_str().unwrap()],
+            &[
+                "server",
+                "--config",
+                server_config(&d, &gateway_key).to_str().unwrap(),
+            ],
             &d.join("server.log"),
         )
         .unwrap();
@@ -180,7 +237,11 @@ fn gateway_and_server_carry_tcp_and_udp_over_two_uplinks_and_survive_losing_one(
     let mut gateway = gw
         .spawn(
             BRAID,
-            &["gateway", "--config", gateway_config(&d).to_str().unwrap()],
+            &[
+                "gateway",
+                "--config",
+                gateway_config(&d, "gateway", &server_key).to_str().unwrap(),
+            ],
             &d.join("gateway.log"),
         )
         .unwrap();
@@ -271,9 +332,65 @@ fn gateway_and_server_carry_tcp_and_udp_over_two_uplinks_and_survive_losing_one(
         logs()
     );
 
+    // A gateway whose key the server does not know: dropped, counted, no session.
+    let srv_sock = d.join("server.sock");
+    let mut stranger = gw
+        .spawn(
+            BRAID,
+            &[
+                "gateway",
+                "--config",
+                gateway_config(&d, "stranger", &server_key)
+                    .to_str()
+                    .unwrap(),
+            ],
+            &d.join("stranger.log"),
+        )
+        .unwrap();
+    assert!(
+        testbed::wait_for(Duration::from_secs(10), || status(srv, &srv_sock)
+            .is_some_and(|s| s["drops"]["unknown_key"].as_u64().unwrap_or(0) > 0)),
+        "{:?}",
+        status(srv, &srv_sock)
+    );
+    assert!(stranger.stop(Duration::from_secs(5)));
+    let s = status(srv, &srv_sock).unwrap();
+    assert_eq!(s["sessions"].as_array().map(Vec::len), Some(1), "{s}");
+    assert_eq!(s["security"]["drop_unknown_key"], s["drops"]["unknown_key"]);
+
+    // A datagram replayed, and one corrupted: captured off the server's veth and sent again.
+    let capture = srv
+        .spawn("python3", &["-c", REPLAY], &d.join("replay.log"))
+        .unwrap();
+    let before = status(srv, &srv_sock).unwrap()["drops"].clone();
+    let mut capture = capture;
+    let sent = testbed::wait_for(Duration::from_secs(10), || {
+        let _ = gw.exec("ping", &["-c", "1", "-s", "600", "-W", "1", "10.77.0.1"]);
+        !capture.running()
+    });
+    assert!(
+        sent,
+        "no datagram captured: {}",
+        std::fs::read_to_string(d.join("replay.log")).unwrap_or_default()
+    );
+    let counted = |key: &str| {
+        testbed::wait_for(Duration::from_secs(3), || {
+            status(srv, &srv_sock).is_some_and(|s| {
+                s["drops"][key].as_u64().unwrap_or(0) > before[key].as_u64().unwrap_or(0)
+            })
+        })
+    };
+    assert!(counted("replayed"), "{:?}", status(srv, &srv_sock));
+    assert!(counted("unauthenticated"), "{:?}", status(srv, &srv_sock));
+    assert!(gw
+        .exec("ping", &["-c", "1", "-W", "2", "10.77.0.1"])
+        .is_ok());
+
     // The server's view and metrics.
-    let s = status(srv, &d.join("server.sock")).expect("server status");
+    let s = status(srv, &srv_sock).expect("server status");
     assert_eq!(s["sessions"].as_array().map(Vec::len), Some(1));
+    assert_eq!(s["sessions"][0]["peer"], "bus-17");
+    assert_eq!(s["sessions"][0]["tunnel_address"], "10.77.0.17");
     assert!(s["sessions"][0]["inner_rx_bytes"].as_u64().unwrap_or(0) > 1_000_000);
     let metrics = srv
         .exec("curl", &["-s", "http://127.0.0.1:9582/metrics"])
