@@ -134,19 +134,40 @@ fn write(path: &Path, text: &str) -> Result<(), BenchError> {
     std::fs::write(path, text).map_err(|e| err(format!("{}: {e}", path.display())))
 }
 
-/// Runs braid with `paths` uplinks and measures it.
+/// A private key file made by `braid genkey`; returns its public key.
+fn keypair(bin: &Path, file: &Path) -> Result<String, BenchError> {
+    let bin = bin.to_str().unwrap_or("braid");
+    let key = testbed::run(bin, &["genkey"]).map_err(err)?;
+    write(file, &key)?;
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{bin} pubkey < {}", file.display()))
+        .output()
+        .map_err(|e| err(e.to_string()))?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Runs braid with `paths` uplinks, encrypted or not, and measures it.
 fn braid(
     bed: &Bed,
     bin: &Path,
     dir: &Path,
     paths: usize,
+    encrypted: bool,
     secs: u32,
 ) -> Result<Measured, BenchError> {
-    let srv_cfg = dir.join(format!("server-{paths}.toml"));
+    let tag = format!("{paths}-{}", if encrypted { "enc" } else { "plain" });
+    let gkey = dir.join(format!("gateway-{tag}.key"));
+    let skey = dir.join(format!("server-{tag}.key"));
+    let gpub = keypair(bin, &gkey)?;
+    let spub = keypair(bin, &skey)?;
+    let plain = if encrypted { "" } else { "plaintext = true\n" };
+    let srv_cfg = dir.join(format!("server-{tag}.toml"));
     write(
         &srv_cfg,
         &format!(
-            "[interface]\nprivate_key_file = \"unused\"\nplaintext = true\naddress = \"10.77.0.1/24\"\nmtu = 1400\n[control]\nsocket = \"{d}/server-{paths}.sock\"\n",
+            "[interface]\nprivate_key_file = \"{skey}\"\n{plain}address = \"10.77.0.1/24\"\nmtu = 1400\n[[gateway]]\nname = \"bench\"\npublic_key = \"{gpub}\"\n[control]\nsocket = \"{d}/server-{tag}.sock\"\n",
+            skey = skey.display(),
             d = dir.display()
         ),
     )?;
@@ -154,11 +175,12 @@ fn braid(
     for i in ["a0", "b0"].iter().take(paths) {
         uplinks += &format!("[[uplink]]\ninterface = \"{i}\"\ncapacity_mbps = 5000\n");
     }
-    let gw_cfg = dir.join(format!("gateway-{paths}.toml"));
+    let gw_cfg = dir.join(format!("gateway-{tag}.toml"));
     write(
         &gw_cfg,
         &format!(
-            "[interface]\nprivate_key_file = \"unused\"\nplaintext = true\nmtu = 1400\n[server]\nendpoint = \"{SERVER_ADDR}:51820\"\npublic_key = \"unused\"\n{uplinks}[control]\nsocket = \"{d}/gateway-{paths}.sock\"\n",
+            "[interface]\nprivate_key_file = \"{gkey}\"\n{plain}mtu = 1400\n[server]\nendpoint = \"{SERVER_ADDR}:51820\"\npublic_key = \"{spub}\"\n{uplinks}[control]\nsocket = \"{d}/gateway-{tag}.sock\"\n",
+            gkey = gkey.display(),
             d = dir.display()
         ),
     )?;
@@ -168,7 +190,7 @@ fn braid(
         .spawn(
             bin,
             &["server", "--config", srv_cfg.to_str().unwrap_or("")],
-            &dir.join(format!("server-{paths}.log")),
+            &dir.join(format!("server-{tag}.log")),
         )
         .map_err(err)?;
     std::thread::sleep(Duration::from_millis(300));
@@ -177,7 +199,7 @@ fn braid(
         .spawn(
             bin,
             &["gateway", "--config", gw_cfg.to_str().unwrap_or("")],
-            &dir.join(format!("gateway-{paths}.log")),
+            &dir.join(format!("gateway-{tag}.log")),
         )
         .map_err(err)?;
     let up = testbed::wait_for(Duration::from_secs(10), || {
@@ -227,7 +249,7 @@ fn install_wireguard_go(dir: &Path) -> Result<PathBuf, String> {
     Ok(bin)
 }
 
-fn keypair() -> ([u8; 32], [u8; 32]) {
+fn wg_keypair() -> ([u8; 32], [u8; 32]) {
     let mut b = [0u8; 32];
     for chunk in b.chunks_mut(4) {
         chunk.copy_from_slice(&braid_net::system::random_u32().to_ne_bytes());
@@ -279,8 +301,8 @@ fn wireguard(bed: &Bed, wg: &Path, dir: &Path, secs: u32) -> Result<Measured, Be
                 .map_err(err)?,
         );
     }
-    let (gk, gp) = keypair();
-    let (sk, sp) = keypair();
+    let (gk, gp) = wg_keypair();
+    let (sk, sp) = wg_keypair();
     uapi(
         &sdev,
         &format!(
@@ -373,12 +395,15 @@ impl Bench for TunnelThroughput {
         opts.progress("plain veth", 0.0);
         let veth = iperf(&bed.gateway, &bed.server, SERVER_ADDR, secs, &[], &dir)?;
         add("veth", &veth, &mut systems);
-        opts.progress("braid, 1 path", 0.25);
-        let one = braid(&bed, &bin, &dir, 1, secs)?;
+        opts.progress("braid, 1 path", 0.2);
+        let one = braid(&bed, &bin, &dir, 1, true, secs)?;
         add("braid-1-path", &one, &mut systems);
-        opts.progress("braid, 2 paths", 0.5);
-        let two = braid(&bed, &bin, &dir, 2, secs)?;
+        opts.progress("braid, 2 paths", 0.4);
+        let two = braid(&bed, &bin, &dir, 2, true, secs)?;
         add("braid-2-paths", &two, &mut systems);
+        opts.progress("braid, 1 path, unencrypted", 0.6);
+        let bare = braid(&bed, &bin, &dir, 1, false, secs)?;
+        add("braid-1-path-plaintext", &bare, &mut systems);
         opts.progress("wireguard-go", 0.75);
         let wg = match install_wireguard_go(&tools) {
             Ok(w) => match wireguard(&bed, &w, &dir, secs) {
@@ -397,7 +422,7 @@ impl Bench for TunnelThroughput {
             add("wireguard-go", m, &mut systems);
         }
         opts.progress("done", 1.0);
-        notes.push("braid ran UNENCRYPTED (plaintext = true): the encryption layer is not in this build yet, so braid's figures lack the cost of ChaCha20-Poly1305 that wireguard-go pays".to_owned());
+        notes.push("braid rows are encrypted (Noise IK, ChaCha20-Poly1305) like wireguard-go, except braid-1-path-plaintext (plaintext = true), which shows what the encryption costs".to_owned());
         notes.push("both braid paths are veths of equal capacity on the same 2 cores: two paths share the CPU, so they cannot add up here; the two-path row shows the cost of striping and resequencing".to_owned());
         let _ = std::fs::remove_dir_all(&dir);
         let (metric, base) = match &wg {
