@@ -270,3 +270,12 @@ fn bad_keys_are_one_line() {
     let e = g.check_system().unwrap_err().to_string();
     assert!(e.contains("bad-key") && !e.contains('\n'), "{e}");
 }
+
+#[test]
+fn the_example_configs_parse() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+    let g = GatewayConfig::load(Path::new(&format!("{dir}/gateway.toml"))).unwrap();
+    assert_eq!(g.uplinks.len(), 2);
+    let s = ServerConfig::load(Path::new(&format!("{dir}/server.toml"))).unwrap();
+    assert_eq!(s.peers.len(), 2);
+}
