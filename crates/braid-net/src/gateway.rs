@@ -378,8 +378,8 @@ impl Gateway {
                 braid_secure::Event::Closed { session, reason } => {
                     tracing::warn!(session = %session, ?reason, "session closed");
                     if self.session.as_ref().map(|s| s.config().session_id) == Some(session.get()) {
+                        // The TUN device keeps its address: a new session gets the same.
                         self.session = None;
-                        self.address = None;
                     }
                 }
                 braid_secure::Event::Rekeyed { session, epoch } => {
@@ -625,7 +625,7 @@ impl Gateway {
                 session_id: self.session.as_ref().map_or(0, |s| s.config().session_id),
                 peer: self.cfg.server_endpoint.to_string(),
                 tunnel_address: self.address.map(|(a, p)| format!("{a}/{p}")),
-                established: self.address.is_some(),
+                established: self.session.is_some() && self.address.is_some(),
                 uptime_s: now
                     .saturating_duration_since(self.session_started)
                     .as_secs_f64(),

@@ -73,6 +73,8 @@ pub struct Server {
     handshakes: (Instant, u32),
     /// Sessions touched in this turn of the loop (their output is pulled).
     touched: Vec<u32>,
+    /// The list being worked through while `touched` fills again (kept to reuse its memory).
+    touched_now: Vec<u32>,
     tx: TxBatches,
     rx: RxBatch,
     scratch: Vec<u8>,
@@ -189,7 +191,8 @@ impl Server {
             sec,
             reply: Box::new([0; braid_secure::MAX_HANDSHAKE_LEN]),
             handshakes: (Instant::ZERO, 0),
-            touched: Vec::new(),
+            touched: Vec::with_capacity(64),
+            touched_now: Vec::with_capacity(64),
             tx: TxBatches::new(64),
             rx: RxBatch::new(),
             scratch: vec![0; scratch_len],
@@ -489,7 +492,10 @@ impl Server {
     fn output(&mut self, now: Instant) {
         self.touched.sort_unstable();
         self.touched.dedup();
-        for id in std::mem::take(&mut self.touched) {
+        std::mem::swap(&mut self.touched, &mut self.touched_now);
+        self.touched.clear();
+        for k in 0..self.touched_now.len() {
+            let id = self.touched_now[k];
             let Some(p) = self.peers.get_mut(&id) else {
                 continue;
             };
