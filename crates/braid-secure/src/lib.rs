@@ -20,7 +20,11 @@
 //!   (`len + DATA_OVERHEAD`). To receive, the caller passes the datagram to `handle`, which
 //!   decrypts in place and returns a [`Received`]: for data, the session, the path, and the
 //!   payload's range in the buffer, which goes to the engine's `handle_datagram(now, path,
-//!   &buf[range])`.
+//!   &buf[range])`. `seal` needs `buf.len() >= len + DATA_OVERHEAD` (so the engine gets
+//!   `&mut buf[DATA_HEADER_LEN..buf.len() - TAG_LEN]`); after a failed `handle` the
+//!   buffer's contents are unspecified. Handshake messages need [`MAX_HANDSHAKE_LEN`] bytes.
+//!   A batch of datagrams is a batch of such calls on the slots of one batch buffer (GSO/GRO
+//!   friendly: nothing is copied or allocated per datagram).
 //! - Outputs the endpoint makes itself are pulled: [`Gateway::poll_transmit`] (handshake
 //!   initiations and keepalives, one path each) and `poll_event()` (sessions established,
 //!   rekeyed, closed). The server answers handshakes synchronously from [`Server::handle`]
