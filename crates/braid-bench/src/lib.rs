@@ -19,6 +19,7 @@ mod pluribus_fig15;
 mod pluribus_fig17;
 mod prism;
 pub mod registry;
+mod replay_window;
 pub mod report;
 mod secure_transport;
 mod sim_speed;

@@ -16,6 +16,7 @@ static ALL: &[&dyn Bench] = &[
     &crate::pluribus_bus::Fig14,
     &crate::fec_codec::FecCodec,
     &crate::secure_transport::SecureTransport,
+    &crate::replay_window::ReplayWindowBench,
     &crate::pluribus_coding::Fig10,
     &crate::pluribus_coding::Fig12,
     &crate::pluribus_coding::Fig13,

@@ -14,7 +14,7 @@
 //! - The initiation's payload starts with a timestamp (nanoseconds since the UNIX epoch,
 //!   truncated as WireGuard's TAI64N is); the server accepts an initiation from a key only if
 //!   its timestamp is newer than the last one accepted from that key, so a replayed
-//!   initiation does nothing (WireGuard §5.1).
+//!   initiation does nothing (WireGuard §5.4.2).
 //! - Both messages may carry up to [`MAX_HANDSHAKE_PAYLOAD`] bytes of the caller's payload
 //!   (the gateway's name and version; the server's), encrypted.
 

@@ -20,7 +20,11 @@
 //!   (`len + DATA_OVERHEAD`). To receive, the caller passes the datagram to `handle`, which
 //!   decrypts in place and returns a [`Received`]: for data, the session, the path, and the
 //!   payload's range in the buffer, which goes to the engine's `handle_datagram(now, path,
-//!   &buf[range])`.
+//!   &buf[range])`. `seal` needs `buf.len() >= len + DATA_OVERHEAD` (so the engine gets
+//!   `&mut buf[DATA_HEADER_LEN..buf.len() - TAG_LEN]`); after a failed `handle` the
+//!   buffer's contents are unspecified. Handshake messages need [`MAX_HANDSHAKE_LEN`] bytes.
+//!   A batch of datagrams is a batch of such calls on the slots of one batch buffer (GSO/GRO
+//!   friendly: nothing is copied or allocated per datagram).
 //! - Outputs the endpoint makes itself are pulled: [`Gateway::poll_transmit`] (handshake
 //!   initiations and keepalives, one path each) and `poll_event()` (sessions established,
 //!   rekeyed, closed). The server answers handshakes synchronously from [`Server::handle`]
@@ -37,6 +41,62 @@
 //! its source), hand data to the session's engine, then for each engine `poll_transmit`
 //! into `buf[DATA_HEADER_LEN..]` and `seal` it for the engine's session and path; then
 //! `poll_event` and `poll_timeout`.
+//!
+//! # Example
+//!
+//! A gateway with two paths and a server, with the network in between played by hand:
+//!
+//! ```
+//! use std::net::SocketAddr;
+//! use std::time::Duration;
+//!
+//! use braid_core::Instant;
+//! use braid_secure::*;
+//!
+//! let gw_key = PrivateKey::generate_from_os()?;
+//! let srv_key = PrivateKey::generate_from_os()?;
+//! let now = Instant::from_millis(1);
+//! let config = ServerConfig::new(srv_key.clone(), vec![gw_key.public_key()], Seed::from_os()?);
+//! let mut server = Server::new(config, now)?;
+//! let wall_clock = Duration::from_secs(1_700_000_000); // the daemon reads it once, at start
+//! let config = GatewayConfig::new(gw_key, srv_key.public_key(), wall_clock, Seed::from_os()?);
+//! let mut gateway = Gateway::new(config, &[0, 1], now)?;
+//! let from = |path: u8| SocketAddr::from(([192, 0, 2, path], 4000));
+//!
+//! // The handshake, then the keepalives that confirm its keys: whatever the gateway wants
+//! // sent goes to the server, whose replies go back.
+//! let mut buf = [0u8; 2048];
+//! let mut reply = [0u8; MAX_HANDSHAKE_LEN];
+//! for _ in 0..2 {
+//!     while let Some(t) = gateway.poll_transmit(now, &mut buf) {
+//!         let datagram = &mut buf[..t.len];
+//!         if let Ok(Received::Reply { len }) =
+//!             server.handle(now, from(t.path), Load::Normal, datagram, &mut reply)
+//!         {
+//!             gateway.handle(now, t.path, &mut reply[..len])?;
+//!         }
+//!     }
+//! }
+//! let session = gateway.session().expect("the handshake completed");
+//! assert!(matches!(server.poll_event(), Some(Event::Established { .. })));
+//!
+//! // Sending: the engine's datagram goes after room for the header; `seal` encrypts it in
+//! // place and returns the length to send.
+//! let inner = b"a datagram of the engine";
+//! buf[DATA_HEADER_LEN..DATA_HEADER_LEN + inner.len()].copy_from_slice(inner);
+//! let n = gateway.seal(now, 1, &mut buf, inner.len())?;
+//!
+//! // Receiving: `handle` decrypts in place and names the session and path; the engine gets
+//! // `&buf[payload]`, and the daemon takes the source address as path 1's address.
+//! match server.handle(now, from(1), Load::Normal, &mut buf[..n], &mut reply)? {
+//!     Received::Data { session: s, path, payload } => {
+//!         assert_eq!((s, path), (session, 1));
+//!         assert_eq!(&buf[payload], inner);
+//!     }
+//!     other => panic!("{other:?}"),
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod cookie;
 pub mod envelope;

@@ -192,7 +192,9 @@ impl Server {
         Ok(s)
     }
 
-    /// Allows a gateway's key.
+    /// Allows a gateway's key. A key removed and added again starts with no record of its
+    /// last initiation (as in WireGuard), so an initiation of it captured before could be
+    /// replayed once; the replay gets no keys (its ephemeral secret is the gateway's).
     pub fn add_peer(&mut self, key: PublicKey) -> Result<(), ConfigError> {
         if self.peers.len() >= MAX_PEERS && !self.peers.contains_key(&key) {
             return Err(ConfigError::TooManyPeers(MAX_PEERS));

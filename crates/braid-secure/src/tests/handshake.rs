@@ -278,3 +278,35 @@ fn session_ids_carry_the_configured_prefix() {
     let id = n.gw.session().unwrap().get();
     assert_eq!(id >> 24, 0xa5);
 }
+
+#[test]
+fn removing_a_peer_closes_its_session_and_refuses_it() {
+    let mut n = Net::connected(&[0]);
+    let session = n.gw.session().unwrap();
+    n.srv_events();
+    let gw_key = key(GW_KEY).public_key();
+    assert_eq!(n.srv.session_peer(session), Some(gw_key));
+    n.srv.remove_peer(&gw_key);
+    assert_eq!(
+        n.srv_events(),
+        vec![Event::Closed {
+            session,
+            reason: CloseReason::PeerRemoved
+        }]
+    );
+    let d = n.gw_seal(0, b"x");
+    assert_eq!(
+        n.server_opens(0, d),
+        Err(Dropped::UnknownSession(session.get()))
+    );
+    // Its next handshake is from an unknown key; once allowed again, it gets through.
+    n.advance(limits::REKEY_AFTER_TIME);
+    n.exchange();
+    assert_eq!(n.srv.stats().drop_unknown_key, 1);
+    n.srv.add_peer(gw_key).unwrap();
+    n.advance(limits::REKEY_TIMEOUT + limits::REKEY_JITTER);
+    n.exchange();
+    assert_eq!(n.srv.session_count(), 1);
+    let d = n.gw_seal(0, b"y");
+    assert_eq!(n.server_opens(0, d), Ok(b"y".to_vec()));
+}

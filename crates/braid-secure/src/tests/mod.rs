@@ -204,3 +204,13 @@ pub fn fixed(cases: u32) -> proptest::test_runner::Config {
         ..Default::default()
     }
 }
+
+/// The daemon may run each endpoint on a thread of its own.
+#[test]
+fn endpoints_can_move_between_threads() {
+    fn send<T: Send>() {}
+    send::<Gateway>();
+    send::<Server>();
+    send::<Stats>();
+    send::<Event>();
+}
