@@ -25,9 +25,12 @@ mod pluribus_fig15;
 mod pluribus_fig17;
 mod prism;
 pub mod registry;
+mod replay_window;
 pub mod report;
+mod secure_transport;
 mod sim_speed;
 pub mod summary;
+mod tunnel_throughput;
 mod udp_aggregation;
 
 pub use registry::{find, list};

@@ -15,6 +15,8 @@ static ALL: &[&dyn Bench] = &[
     &crate::pluribus_bus::Fig9,
     &crate::pluribus_bus::Fig14,
     &crate::fec_codec::FecCodec,
+    &crate::secure_transport::SecureTransport,
+    &crate::replay_window::ReplayWindowBench,
     &crate::pluribus_coding::Fig10,
     &crate::pluribus_coding::Fig12,
     &crate::pluribus_coding::Fig13,
@@ -22,6 +24,7 @@ static ALL: &[&dyn Bench] = &[
     &crate::lab_bulk::LabBulk,
     &crate::lab_bus::LabBus,
     &crate::lab_failover::LabFailover,
+    &crate::tunnel_throughput::TunnelThroughput,
 ];
 
 /// All benchmarks, in the order `braid bench --list` shows them.

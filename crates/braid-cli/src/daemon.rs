@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 
 use braid_net::config::{GatewayConfig, ServerConfig};
 use braid_net::control::{self, ControlSocket};
-use braid_net::envelope::{Envelope, Plaintext};
 use braid_net::status::Status;
 
 #[derive(clap::Args)]
@@ -53,22 +52,12 @@ fn shared() -> braid_net::status::Shared {
     Arc::new(Mutex::new(Status::default()))
 }
 
-fn plaintext_envelopes() -> Box<dyn FnMut() -> Box<dyn Envelope>> {
-    Box::new(|| Box::new(Plaintext) as Box<dyn Envelope>)
-}
-
 pub fn gateway(a: DaemonArgs) -> anyhow::Result<()> {
     let path = a
         .config
         .unwrap_or_else(|| PathBuf::from("/etc/braid/gateway.toml"));
     let cfg = GatewayConfig::load(&path)?;
     let mtu = cfg.check_system()?;
-    if !cfg.plaintext {
-        anyhow::bail!(
-            "{}: encryption is not available in this build: set plaintext = true in [interface] to run unencrypted",
-            cfg.file
-        );
-    }
     if a.check {
         return crate::emit(&format!("{}: ok (inner MTU {mtu})\n", cfg.file));
     }
@@ -80,7 +69,7 @@ pub fn gateway(a: DaemonArgs) -> anyhow::Result<()> {
         braid_net::metrics::serve(m, shared.clone()).map_err(anyhow::Error::msg)?;
     }
     let mut shutdown = braid_net::Shutdown::new()?;
-    let mut g = braid_net::gateway::Gateway::new(cfg, mtu, plaintext_envelopes(), shared)?;
+    let mut g = braid_net::gateway::Gateway::new(cfg, mtu, shared)?;
     g.run(&mut shutdown)?;
     Ok(())
 }
@@ -91,12 +80,6 @@ pub fn server(a: DaemonArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| PathBuf::from("/etc/braid/server.toml"));
     let cfg = ServerConfig::load(&path)?;
     cfg.check_system()?;
-    if !cfg.plaintext {
-        anyhow::bail!(
-            "{}: encryption is not available in this build: set plaintext = true in [interface] to run unencrypted",
-            cfg.file
-        );
-    }
     if a.check {
         return crate::emit(&format!("{}: ok\n", cfg.file));
     }
@@ -108,7 +91,7 @@ pub fn server(a: DaemonArgs) -> anyhow::Result<()> {
         braid_net::metrics::serve(m, shared.clone()).map_err(anyhow::Error::msg)?;
     }
     let mut shutdown = braid_net::Shutdown::new()?;
-    let mut s = braid_net::server::Server::new(cfg, plaintext_envelopes(), shared)?;
+    let mut s = braid_net::server::Server::new(cfg, shared)?;
     s.run(&mut shutdown)?;
     Ok(())
 }

@@ -4,6 +4,7 @@
 
 mod daemon;
 mod demo;
+mod keys;
 mod lab;
 mod progress;
 mod sim;
@@ -40,6 +41,8 @@ enum Command {
     /// The real testbed: network namespaces, emulated links, real TCP, Linux MPTCP beside
     /// braid (needs root; docs/lab.md).
     Lab(lab::Args),
+    #[command(flatten)]
+    Keys(keys::KeyCommand),
 }
 
 #[derive(clap::Args)]
@@ -71,6 +74,7 @@ fn main() -> std::process::ExitCode {
         Command::Sim(a) => sim::run(a),
         Command::Bench(a) => bench(a),
         Command::Lab(a) => lab::run(a),
+        Command::Keys(c) => keys::run(c),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -102,3 +102,38 @@ fn demo_prints_the_table() {
         assert!(s.contains(row), "{s}");
     }
 }
+
+#[test]
+fn a_wrong_daemon_config_is_one_line_and_a_failure() {
+    let dir = std::env::temp_dir().join(format!("braid-cli-daemon-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("gateway.toml");
+    let text = std::fs::read_to_string(repo().join("examples/gateway.toml"))
+        .unwrap()
+        .replace("capacity_mbps = 20", "capacity_mbs = 20");
+    std::fs::write(&f, text).unwrap();
+    for role in ["gateway", "server"] {
+        let o = braid(&[role, "--config", f.to_str().unwrap(), "--check"]);
+        assert!(!o.status.success());
+        let e = stderr(&o);
+        assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+        assert!(e.contains("gateway.toml:"), "{e}");
+    }
+    let o = braid(&["gateway", "--config", f.to_str().unwrap(), "--check"]);
+    assert!(
+        stderr(&o).contains("unknown key `capacity_mbs`"),
+        "{}",
+        stderr(&o)
+    );
+    let o = braid(&[
+        "status",
+        "--socket",
+        dir.join("none.sock").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("cannot reach a braid daemon"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -5,8 +5,9 @@
 //! masquerades the client behind its tunnel address (the server accepts only that source
 //! from it), the server masquerades the tunnel's pool towards the internet host.
 //!
-//! The daemons run unencrypted (`plaintext = true`) until the daemon has encryption; their
-//! configs and logs are in a temporary folder per lab, removed with it.
+//! The daemons run encrypted, as a user runs them, with a key pair per end made by `braid
+//! genkey` and `braid pubkey`; keys, configs and logs are in a temporary folder per lab,
+//! removed with it.
 
 use std::fmt::Write as _;
 use std::fs::File;
@@ -125,16 +126,19 @@ impl BraidTunnel {
             settings.loss_recovery,
             dir.0.display()
         );
-        let key = dir.0.join("unused.key");
+        // Encrypted, as a user runs it: a key pair per end from `braid genkey`/`pubkey`.
+        let (server_key, server_pub) = key_pair(&exe, &dir.0, "server")?;
+        let (gateway_key, gateway_pub) = key_pair(&exe, &dir.0, "gateway")?;
         let server_cfg = format!(
             "[interface]\nprivate_key_file = \"{}\"\nlisten = \"0.0.0.0:{PORT}\"\ntun = \"{TUN}\"\n\
-             address = \"{POOL}\"\nmasquerade = \"wan0\"\nplaintext = true\n\n{engine}",
-            key.display()
+             address = \"{POOL}\"\nmasquerade = \"wan0\"\n\n[[gateway]]\nname = \"lab\"\n\
+             public_key = \"{gateway_pub}\"\n\n{engine}",
+            server_key.display()
         );
         let mut gateway_cfg = format!(
-            "[interface]\nprivate_key_file = \"{}\"\ntun = \"{TUN}\"\nroutes = [\"{}/24\"]\n\
-             plaintext = true\n\n[server]\nendpoint = \"{SERVER_ENDPOINT}:{PORT}\"\npublic_key = \"lab\"\n\n",
-            key.display(),
+            "[interface]\nprivate_key_file = \"{}\"\ntun = \"{TUN}\"\nroutes = [\"{}/24\"]\n\n\
+             [server]\nendpoint = \"{SERVER_ENDPOINT}:{PORT}\"\npublic_key = \"{server_pub}\"\n\n",
+            gateway_key.display(),
             Ipv4Addr::from(u32::from(INTERNET) & 0xffff_ff00),
         );
         for (k, p) in lab.paths().iter().enumerate() {
@@ -226,6 +230,45 @@ impl BraidTunnel {
     pub fn pids(&self) -> (Option<u32>, Option<u32>) {
         (self.gateway.id(), self.server.id())
     }
+}
+
+/// A private key file `<role>.key` in `dir` from `braid genkey`, and its public key.
+fn key_pair(exe: &Path, dir: &Path, role: &str) -> Result<(PathBuf, String), LabError> {
+    let run = |args: &[&str], input: Option<&str>| -> Result<String, LabError> {
+        use std::io::Write;
+        let what = format!("braid {}", args.join(" "));
+        let mut child = Command::new(exe)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| LabError::io(what.clone(), e))?;
+        if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
+            stdin
+                .write_all(text.as_bytes())
+                .map_err(|e| LabError::io(what.clone(), e))?;
+        }
+        let out = child
+            .wait_with_output()
+            .map_err(|e| LabError::io(what.clone(), e))?;
+        if !out.status.success() {
+            return Err(LabError::Command {
+                command: what,
+                detail: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let private = run(&["genkey"], None)?;
+    let public = run(&["pubkey"], Some(&private))?;
+    let path = write(dir, &format!("{role}.key"), &format!("{private}\n"))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| LabError::io(format!("chmod 600 {}", path.display()), e))?;
+    }
+    Ok((path, public))
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> Result<PathBuf, LabError> {

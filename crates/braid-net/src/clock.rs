@@ -24,6 +24,18 @@ impl Clock {
         }
     }
 
+    /// Wall-clock time since the UNIX epoch, read once at start for the handshake's
+    /// timestamps (braid-secure counts on from it with the monotonic clock).
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the handshake needs wall-clock time once, at start"
+    )]
+    pub fn unix_time() -> std::time::Duration {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+    }
+
     /// Now, for the engine. Starts at one second so that no instant is the epoch.
     pub fn now(&self) -> Instant {
         let us = Self::read().duration_since(self.epoch).as_micros();

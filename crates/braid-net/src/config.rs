@@ -22,7 +22,7 @@ mod system;
 #[cfg(test)]
 mod tests;
 
-pub use system::{interfaces, InterfaceInfo};
+pub use system::{interfaces, load_private_key, InterfaceInfo};
 
 /// A configuration the daemon will not start with: one line naming the file, what is wrong
 /// and how to fix it.
@@ -401,6 +401,10 @@ impl GatewayConfig {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        if !raw.interface.plaintext {
+            parse_public_key(&raw.server.public_key)
+                .map_err(|e| err(format!("server.public_key: {e}")))?;
+        }
         check_engine(&raw.engine).map_err(&err)?;
         Ok(GatewayConfig {
             private_key_file: raw.interface.private_key_file,
@@ -506,6 +510,10 @@ impl ServerConfig {
                     )));
                 }
             }
+            if !i.plaintext {
+                parse_public_key(&g.public_key)
+                    .map_err(|e| err(format!("gateway '{}': public_key: {e}", g.name)))?;
+            }
             peers.push(Peer {
                 name: g.name,
                 public_key: g.public_key,
@@ -542,6 +550,11 @@ fn socket_path(dir: &Path, role: &str, tun: &str) -> PathBuf {
     } else {
         dir.join(format!("{role}-{tun}.sock"))
     }
+}
+
+/// A base64 public key, as `braid pubkey` prints it.
+pub fn parse_public_key(s: &str) -> Result<braid_secure::PublicKey, braid_secure::KeyError> {
+    s.trim().parse()
 }
 
 fn parse_endpoint(s: &str) -> Result<SocketAddr, String> {

@@ -19,8 +19,8 @@ use mio::{Events, Interest, Poll, Token};
 use crate::batch::{Dest, TxBatches};
 use crate::clock::Clock;
 use crate::config::{self, Binding, GatewayConfig};
-use crate::envelope::{Envelope, EnvelopeError};
 use crate::links::LinkWatch;
+use crate::secure::{GatewaySecurity, Opened};
 use crate::status::{self, Drops, PathStatus, RateMeter, SessionStatus, Shared, Status};
 use crate::tun::Tun;
 use crate::udp::{RxBatch, UdpPath};
@@ -42,9 +42,6 @@ const SNAPSHOT_EVERY: Duration = Duration::from_millis(500);
 /// (the server restarted and forgot it).
 const SILENCE_RESTART: Duration = Duration::from_secs(10);
 
-/// Makes the envelope a new session uses.
-pub type EnvelopeFactory = Box<dyn FnMut() -> Box<dyn Envelope>>;
-
 struct Uplink {
     cfg: config::Uplink,
     ifindex: u32,
@@ -63,10 +60,11 @@ pub struct Gateway {
     uplinks: Vec<Uplink>,
     /// `sockets[i]`: uplink `i`'s socket, while its link exists.
     sockets: Vec<Option<UdpPath>>,
-    session: Session,
+    /// The engine, once the handshake has given it a session id (at once without
+    /// encryption).
+    session: Option<Session>,
     session_started: Instant,
-    envelopes: EnvelopeFactory,
-    envelope: Box<dyn Envelope>,
+    sec: GatewaySecurity,
     tx: TxBatches,
     rx: RxBatch,
     scratch: Vec<u8>,
@@ -81,16 +79,29 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// Sets everything up: TUN device, one socket per uplink, the engine. `mtu` is the
-    /// checked inner MTU ([`GatewayConfig::check_system`]).
-    pub fn new(
-        cfg: GatewayConfig,
-        mtu: u16,
-        mut envelopes: EnvelopeFactory,
-        shared: Shared,
-    ) -> Result<Gateway, DaemonError> {
+    /// Sets everything up: TUN device, one socket per uplink, the security layer (which
+    /// starts the handshake), the engine once the session is up. `mtu` is the checked inner
+    /// MTU ([`GatewayConfig::check_system`]).
+    pub fn new(cfg: GatewayConfig, mtu: u16, shared: Shared) -> Result<Gateway, DaemonError> {
         let clock = Clock::start();
         let now = clock.now();
+        let sec = if cfg.plaintext {
+            GatewaySecurity::Plaintext
+        } else {
+            let key = config::load_private_key(&cfg.file, &cfg.private_key_file)?;
+            let server = config::parse_public_key(&cfg.server_public_key)
+                .map_err(|e| DaemonError::Setup(format!("{}: server.public_key: {e}", cfg.file)))?;
+            let seed = braid_secure::Seed::from_os()
+                .map_err(|e| DaemonError::Setup(format!("no random numbers: {e}")))?;
+            let mut sc = braid_secure::GatewayConfig::new(key, server, Clock::unix_time(), seed);
+            sc.max_paths = cfg.uplinks.len();
+            sc.payload = crate::secure::gateway_payload(cfg.uplinks.len() as u8, &cfg.tun);
+            let ids: Vec<PathId> = (0..cfg.uplinks.len()).map(|i| i as PathId).collect();
+            GatewaySecurity::Noise(Box::new(
+                braid_secure::Gateway::new(sc, &ids, now)
+                    .map_err(|e| DaemonError::Setup(format!("security: {e}")))?,
+            ))
+        };
         let poll = Poll::new()?;
         let tun = Tun::open(&cfg.tun, mtu, None).map_err(|e| DaemonError::Tun {
             name: cfg.tun.clone(),
@@ -104,8 +115,12 @@ impl Gateway {
             NETLINK,
             Interest::READABLE,
         )?;
-        let envelope = envelopes();
-        let session = new_session(&cfg, mtu, envelope.overhead(), now)?;
+        let session = match sec {
+            GatewaySecurity::Plaintext => {
+                Some(new_session(&cfg, mtu, 0, crate::system::random_u32(), now)?)
+            }
+            GatewaySecurity::Noise(_) => None,
+        };
         let uplinks = cfg
             .uplinks
             .iter()
@@ -117,7 +132,7 @@ impl Gateway {
                 rx_rate: RateMeter::default(),
             })
             .collect();
-        let scratch = vec![0; session.transmit_buffer_len()];
+        let scratch = vec![0; 256 + 2200 + usize::from(mtu) + braid_secure::MAX_HANDSHAKE_LEN];
         let mut g = Gateway {
             mss: mss::mss_for_mtu(mtu),
             clock,
@@ -128,10 +143,9 @@ impl Gateway {
             uplinks,
             session,
             session_started: now,
-            envelopes,
-            envelope,
+            sec,
             tx: TxBatches::new(64),
-            rx: RxBatch::default(),
+            rx: RxBatch::new(),
             scratch,
             deliver: Vec::with_capacity(usize::from(mtu) + 64),
             last_rx: now,
@@ -167,8 +181,10 @@ impl Gateway {
             let busy = pending.iter().any(|p| *p);
             let wake = self
                 .session
-                .poll_timeout()
+                .as_ref()
+                .and_then(Session::poll_timeout)
                 .unwrap_or(Instant::MAX)
+                .min(self.sec_timeout())
                 .min(next_rescan)
                 .min(next_snapshot);
             let timeout = if busy {
@@ -203,7 +219,12 @@ impl Gateway {
                 }
             }
             let now = self.clock.now();
-            self.session.handle_timeout(now);
+            if let GatewaySecurity::Noise(g) = &mut self.sec {
+                g.handle_timeout(now);
+            }
+            if let Some(s) = self.session.as_mut() {
+                s.handle_timeout(now);
+            }
             self.transmit(now);
             self.deliver()?;
             self.handle_events();
@@ -211,7 +232,9 @@ impl Gateway {
                 next_rescan = now + LINK_RESCAN;
                 self.rescan_links();
             }
-            if now.saturating_duration_since(self.last_rx) > SILENCE_RESTART {
+            if matches!(self.sec, GatewaySecurity::Plaintext)
+                && now.saturating_duration_since(self.last_rx) > SILENCE_RESTART
+            {
                 self.restart_session(now)?;
             }
             if now >= next_snapshot {
@@ -229,6 +252,11 @@ impl Gateway {
             if n == 0 {
                 return Ok(false);
             }
+            let Some(session) = self.session.as_mut() else {
+                // No session yet (handshake under way): nowhere to send.
+                self.drops.no_route += n as u64;
+                continue;
+            };
             for i in 0..n {
                 let p = self.tun.packet(i);
                 // `send` copies the packet; clamping needs it mutable, so clamp a copy of
@@ -237,9 +265,9 @@ impl Gateway {
                     self.deliver.clear();
                     self.deliver.extend_from_slice(p);
                     mss::clamp(&mut self.deliver, self.mss);
-                    self.session.send(now, &self.deliver)
+                    session.send(now, &self.deliver)
                 } else {
-                    self.session.send(now, p)
+                    session.send(now, p)
                 };
                 if r.is_err() {
                     self.drops.no_route += 1;
@@ -253,67 +281,157 @@ impl Gateway {
     /// Receives datagrams on uplink `i` into the engine. True when the budget ran out.
     fn drain_uplink(&mut self, i: usize, now: Instant) -> bool {
         let path = i as PathId;
+        let mut rx = std::mem::take(&mut self.rx);
+        let mut more = true;
         for _ in 0..BUDGET / 4 {
             let Some(sock) = self.sockets[i].as_ref() else {
-                return false;
+                more = false;
+                break;
             };
-            let n = match sock.recv(&mut self.rx) {
-                Ok(0) => return false,
+            let n = match sock.recv(&mut rx) {
+                Ok(0) => {
+                    more = false;
+                    break;
+                }
                 Ok(n) => n,
                 Err(e) => {
                     tracing::debug!(uplink = %self.uplinks[i].cfg.name, error = %e, "receive failed");
-                    return false;
+                    more = false;
+                    break;
                 }
             };
             self.udp_recvs += 1;
             for g in 0..n {
-                let (meta, bytes) = self.rx.group(g);
-                if !self.cfg.plaintext || meta.addr == self.cfg.server_endpoint {
-                    let stride = meta.stride.max(1);
-                    for d in bytes.chunks_mut(stride) {
-                        self.udp_rx_datagrams += 1;
-                        // The one place received datagrams are opened.
-                        match self.envelope.open(Some(path), d) {
-                            Ok(plain) => {
-                                if self.session.handle_datagram(now, path, plain).is_ok() {
-                                    self.last_rx = now;
-                                } else {
-                                    self.drops.engine_rejected += 1;
-                                }
-                            }
-                            Err(e) => count_open_error(&mut self.drops, e),
-                        }
-                    }
-                } else {
+                let (meta, bytes) = rx.group(g);
+                if self.cfg.plaintext && meta.addr != self.cfg.server_endpoint {
                     self.drops.unknown_session += 1;
+                    continue;
+                }
+                let stride = meta.stride.max(1);
+                for d in bytes.chunks_mut(stride) {
+                    self.udp_rx_datagrams += 1;
+                    self.receive(now, path, d);
                 }
             }
             self.deliver_quiet();
             self.transmit(now);
         }
-        true
+        self.rx = rx;
+        more
     }
 
-    /// Moves everything the engine wants to send into GSO runs and sends them.
-    fn transmit(&mut self, now: Instant) {
-        let overhead = self.envelope.overhead();
-        while let Some(t) = self.session.poll_transmit(now, &mut self.scratch) {
-            let i = usize::from(t.path);
-            if self.sockets.get(i).is_none_or(Option::is_none) {
-                self.drops.send_errors += 1;
-                continue;
+    /// One datagram from uplink `path`: the one place received datagrams are opened.
+    fn receive(&mut self, now: Instant, path: PathId, d: &mut [u8]) {
+        match self.sec.open(now, path, d) {
+            Ok(Opened::Data { range, .. }) => {
+                let Some(session) = self.session.as_mut() else {
+                    self.drops.unknown_session += 1;
+                    return;
+                };
+                if session.handle_datagram(now, path, &d[range]).is_ok() {
+                    self.last_rx = now;
+                } else {
+                    self.drops.engine_rejected += 1;
+                }
             }
-            let dest = Dest {
-                socket: i,
-                to: self.cfg.server_endpoint,
-                from: None,
-            };
-            let len = t.len + overhead;
-            let slot = self.tx.slot(dest, len, &self.sockets);
-            // The one place outgoing datagrams are sealed.
-            match self.envelope.seal(t.path, &self.scratch[..t.len], slot) {
-                Ok(n) => self.tx.commit(dest, n),
-                Err(e) => count_open_error(&mut self.drops, e),
+            Ok(Opened::Keepalive { .. }) => self.last_rx = now,
+            Ok(Opened::Handshake | Opened::Reply(_)) => self.security_events(now),
+            Err(e) => crate::secure::count(&mut self.drops, &e),
+        }
+    }
+
+    fn sec_timeout(&self) -> Instant {
+        match &self.sec {
+            GatewaySecurity::Plaintext => Instant::MAX,
+            GatewaySecurity::Noise(g) => g.poll_timeout().unwrap_or(Instant::MAX),
+        }
+    }
+
+    /// Sessions established and closed by the security layer: the engine follows.
+    fn security_events(&mut self, now: Instant) {
+        let GatewaySecurity::Noise(g) = &mut self.sec else {
+            return;
+        };
+        while let Some(e) = g.poll_event() {
+            match e {
+                braid_secure::Event::Established { session, .. } => {
+                    let id = session.get();
+                    if self.session.as_ref().map(|s| s.config().session_id) == Some(id) {
+                        continue;
+                    }
+                    tracing::info!(session = %session, "handshake done; session established");
+                    match new_session(
+                        &self.cfg,
+                        self.tun.mtu(),
+                        braid_secure::DATA_OVERHEAD,
+                        id,
+                        now,
+                    ) {
+                        Ok(s) => {
+                            self.session = Some(s);
+                            self.session_started = now;
+                            self.last_rx = now;
+                        }
+                        Err(e) => tracing::error!(error = %e, "cannot start the engine"),
+                    }
+                }
+                braid_secure::Event::Closed { session, reason } => {
+                    tracing::warn!(session = %session, ?reason, "session closed");
+                    if self.session.as_ref().map(|s| s.config().session_id) == Some(session.get()) {
+                        // The TUN device keeps its address: a new session gets the same.
+                        self.session = None;
+                    }
+                }
+                braid_secure::Event::Rekeyed { session, epoch } => {
+                    tracing::debug!(session = %session, epoch, "rekeyed")
+                }
+            }
+        }
+    }
+
+    /// Moves everything the security layer and the engine want to send into GSO runs and
+    /// sends them.
+    fn transmit(&mut self, now: Instant) {
+        if let GatewaySecurity::Noise(g) = &mut self.sec {
+            while let Some(t) = g.poll_transmit(now, &mut self.scratch) {
+                let i = usize::from(t.path);
+                if self.sockets.get(i).is_none_or(Option::is_none) {
+                    continue;
+                }
+                let dest = Dest {
+                    socket: i,
+                    to: self.cfg.server_endpoint,
+                    from: None,
+                };
+                let slot = self.tx.slot(dest, t.len, &self.sockets);
+                let n = slot.len().min(t.len);
+                slot[..n].copy_from_slice(&self.scratch[..n]);
+                self.tx.commit(dest, n);
+            }
+            self.security_events(now);
+        }
+        let headroom = self.sec.headroom();
+        let overhead = self.sec.overhead();
+        if let Some(session) = self.session.as_mut() {
+            while let Some(t) = session.poll_transmit(now, &mut self.scratch[headroom..]) {
+                let i = usize::from(t.path);
+                if self.sockets.get(i).is_none_or(Option::is_none) {
+                    self.drops.send_errors += 1;
+                    continue;
+                }
+                let dest = Dest {
+                    socket: i,
+                    to: self.cfg.server_endpoint,
+                    from: None,
+                };
+                let slot = self.tx.slot(dest, t.len + overhead, &self.sockets);
+                let n = (headroom + t.len).min(slot.len());
+                slot[..n].copy_from_slice(&self.scratch[..n]);
+                // The one place outgoing datagrams are sealed.
+                match self.sec.seal(now, t.path, slot, t.len) {
+                    Some(n) => self.tx.commit(dest, n),
+                    None => self.drops.send_errors += 1,
+                }
             }
         }
         self.tx.flush(&self.sockets);
@@ -327,7 +445,10 @@ impl Gateway {
     }
 
     fn deliver_quiet(&mut self) {
-        while self.session.poll_deliver(&mut self.deliver) {
+        let Some(session) = self.session.as_mut() else {
+            return;
+        };
+        while session.poll_deliver(&mut self.deliver) {
             if mss::is_tcp_syn(&self.deliver) {
                 mss::clamp(&mut self.deliver, self.mss);
             }
@@ -338,7 +459,7 @@ impl Gateway {
     }
 
     fn handle_events(&mut self) {
-        while let Some(e) = self.session.poll_event() {
+        while let Some(e) = self.session.as_mut().and_then(Session::poll_event) {
             match e {
                 Event::Configured { address, mtu, .. } => {
                     tracing::info!(?address, ?mtu, "server configured the tunnel");
@@ -432,15 +553,24 @@ impl Gateway {
             silent_s = SILENCE_RESTART.as_secs(),
             "nothing heard from the server; starting a new session"
         );
-        self.envelope = (self.envelopes)();
-        self.session = new_session(&self.cfg, self.tun.mtu(), self.envelope.overhead(), now)?;
+        self.session = Some(new_session(
+            &self.cfg,
+            self.tun.mtu(),
+            0,
+            crate::system::random_u32(),
+            now,
+        )?);
         self.session_started = now;
         self.last_rx = now;
         Ok(())
     }
 
     fn snapshot(&mut self, now: Instant) {
-        let st = self.session.stats();
+        let st = self
+            .session
+            .as_ref()
+            .map(Session::stats)
+            .unwrap_or_default();
         let us = now.as_micros();
         let paths = st
             .paths
@@ -492,10 +622,10 @@ impl Gateway {
             offload: self.tun.offload(),
             uptime_s: now.as_secs_f64() - 1.0,
             sessions: vec![SessionStatus {
-                session_id: self.session.config().session_id,
+                session_id: self.session.as_ref().map_or(0, |s| s.config().session_id),
                 peer: self.cfg.server_endpoint.to_string(),
                 tunnel_address: self.address.map(|(a, p)| format!("{a}/{p}")),
-                established: self.address.is_some(),
+                established: self.session.is_some() && self.address.is_some(),
                 uptime_s: now
                     .saturating_duration_since(self.session_started)
                     .as_secs_f64(),
@@ -508,6 +638,10 @@ impl Gateway {
                 holes_skipped: st.reorder.holes_skipped,
             }],
             drops,
+            security: match &self.sec {
+                GatewaySecurity::Plaintext => None,
+                GatewaySecurity::Noise(g) => serde_json::to_value(g.stats()).ok(),
+            },
             io: status::IoStatus {
                 tun_reads: tun.reads,
                 tun_rx_packets: tun.rx_packets,
@@ -525,19 +659,11 @@ impl Gateway {
     }
 }
 
-pub(crate) fn count_open_error(d: &mut Drops, e: EnvelopeError) {
-    match e {
-        EnvelopeError::Replay => d.replayed += 1,
-        EnvelopeError::Authentication | EnvelopeError::Malformed => d.unauthenticated += 1,
-        EnvelopeError::NoKeys => d.unknown_session += 1,
-        EnvelopeError::BufferTooSmall => d.send_errors += 1,
-    }
-}
-
 fn new_session(
     cfg: &GatewayConfig,
     mtu: u16,
     envelope_overhead: usize,
+    session_id: u32,
     now: Instant,
 ) -> Result<Session, DaemonError> {
     let paths: Vec<PathConfig> = cfg
@@ -550,7 +676,7 @@ fn new_session(
             rx_capacity_bps: u.capacity_bps,
         })
         .collect();
-    let mut c = config::engine_config(&cfg.engine, mtu, crate::system::random_u32());
+    let mut c = config::engine_config(&cfg.engine, mtu, session_id);
     c.datagram_overhead = udp_overhead(cfg.server_endpoint) + envelope_overhead;
     c.seed = u64::from(crate::system::random_u32());
     Ok(Session::new(c, Role::Gateway, &paths, now)?)

@@ -7,7 +7,7 @@
 //! - [`tun`]: the TUN device with TSO/GRO offloads (super-packets split and coalesced).
 //! - [`udp`]: UDP sockets with GSO/GRO and `recvmmsg` through quinn-udp.
 //! - [`batch`]: outgoing datagrams gathered into GSO runs.
-//! - [`envelope`]: the seal/open boundary every datagram crosses once each way.
+//! - [`secure`]: the seal/open boundary every datagram crosses once each way (braid-secure).
 //! - [`gateway`], [`server`]: the two event loops.
 //! - [`links`]: netlink notifications of link and address changes.
 //! - [`mss`]: TCP MSS clamping.
@@ -15,19 +15,21 @@
 //!   Prometheus).
 //! - [`system`]: routes, forwarding and nftables, undone at shutdown.
 //! - [`clock`]: the one clock read.
+//! - [`testbed`]: network namespaces for the end-to-end test and the throughput benchmark.
 
 pub mod batch;
 pub mod clock;
 pub mod config;
 pub mod control;
-pub mod envelope;
 pub mod gateway;
 pub mod links;
 pub mod metrics;
 pub mod mss;
+pub mod secure;
 pub mod server;
 pub mod status;
 pub mod system;
+pub mod testbed;
 pub mod tun;
 pub mod udp;
 

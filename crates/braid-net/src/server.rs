@@ -23,8 +23,8 @@ use mio::{Events, Interest, Poll, Token};
 use crate::batch::{Dest, TxBatches};
 use crate::clock::Clock;
 use crate::config::{self, ServerConfig};
-use crate::envelope::Envelope;
-use crate::gateway::{count_open_error, udp_overhead};
+use crate::gateway::udp_overhead;
+use crate::secure::{Opened, ServerSecurity};
 use crate::status::{self, Drops, PathStatus, RateMeter, SessionStatus, Shared, Status};
 use crate::system::Undo;
 use crate::tun::Tun;
@@ -41,14 +41,14 @@ const IDLE_EXPIRY: Duration = Duration::from_secs(180);
 /// Most paths a gateway may announce.
 const MAX_PATHS: u8 = config::MAX_UPLINKS as u8;
 
-/// Makes the envelope for a new gateway session.
-pub type EnvelopeFactory = Box<dyn FnMut() -> Box<dyn Envelope>>;
+/// Handshakes per second above which the server answers with cookies first (WireGuard's
+/// "under load").
+const HANDSHAKES_UNDER_LOAD: u32 = 200;
 
 /// One gateway's session.
 struct Peer {
     name: String,
     session: Session,
-    envelope: Box<dyn Envelope>,
     address: Ipv4Addr,
     /// Per path: where the gateway's datagrams came from last, and our address they came to.
     remotes: Vec<Option<(SocketAddr, Option<IpAddr>)>>,
@@ -67,9 +67,14 @@ pub struct Server {
     peers: HashMap<u32, Peer>,
     by_address: HashMap<Ipv4Addr, u32>,
     free: Vec<Ipv4Addr>,
-    envelopes: EnvelopeFactory,
+    sec: ServerSecurity,
+    reply: Box<[u8; braid_secure::MAX_HANDSHAKE_LEN]>,
+    /// Handshake messages in the current second, for [`braid_secure::Load`].
+    handshakes: (Instant, u32),
     /// Sessions touched in this turn of the loop (their output is pulled).
     touched: Vec<u32>,
+    /// The list being worked through while `touched` fills again (kept to reuse its memory).
+    touched_now: Vec<u32>,
     tx: TxBatches,
     rx: RxBatch,
     scratch: Vec<u8>,
@@ -85,12 +90,29 @@ pub struct Server {
 impl Server {
     /// Sets everything up: the TUN device with the server's address, the UDP socket,
     /// forwarding and nftables rules (undone at shutdown).
-    pub fn new(
-        cfg: ServerConfig,
-        envelopes: EnvelopeFactory,
-        shared: Shared,
-    ) -> Result<Server, DaemonError> {
+    pub fn new(cfg: ServerConfig, shared: Shared) -> Result<Server, DaemonError> {
         let clock = Clock::start();
+        let sec = if cfg.plaintext {
+            ServerSecurity::Plaintext
+        } else {
+            let key = config::load_private_key(&cfg.file, &cfg.private_key_file)?;
+            let mut peers = Vec::with_capacity(cfg.peers.len());
+            for p in &cfg.peers {
+                peers.push(config::parse_public_key(&p.public_key).map_err(|e| {
+                    DaemonError::Setup(format!(
+                        "{}: gateway '{}': public_key: {e}",
+                        cfg.file, p.name
+                    ))
+                })?);
+            }
+            let seed = braid_secure::Seed::from_os()
+                .map_err(|e| DaemonError::Setup(format!("no random numbers: {e}")))?;
+            let sc = braid_secure::ServerConfig::new(key, peers, seed);
+            ServerSecurity::Noise(Box::new(
+                braid_secure::Server::new(sc, clock.now())
+                    .map_err(|e| DaemonError::Setup(format!("{}: {e}", cfg.file)))?,
+            ))
+        };
         let poll = Poll::new()?;
         let socket = UdpPath::listen(cfg.listen).map_err(|e| {
             DaemonError::Setup(format!(
@@ -166,10 +188,13 @@ impl Server {
             peers: HashMap::new(),
             by_address: HashMap::new(),
             free,
-            envelopes,
-            touched: Vec::new(),
+            sec,
+            reply: Box::new([0; braid_secure::MAX_HANDSHAKE_LEN]),
+            handshakes: (Instant::ZERO, 0),
+            touched: Vec::with_capacity(64),
+            touched_now: Vec::with_capacity(64),
             tx: TxBatches::new(64),
-            rx: RxBatch::default(),
+            rx: RxBatch::new(),
             scratch: vec![0; scratch_len],
             deliver: Vec::with_capacity(usize::from(cfg.mtu) + 64),
             drops: Drops::default(),
@@ -195,7 +220,11 @@ impl Server {
                 .filter_map(|p| p.session.poll_timeout())
                 .min()
                 .unwrap_or(Instant::MAX)
-                .min(next_snapshot);
+                .min(next_snapshot)
+                .min(match &self.sec {
+                    ServerSecurity::Noise(s) => s.poll_timeout().unwrap_or(Instant::MAX),
+                    ServerSecurity::Plaintext => Instant::MAX,
+                });
             let timeout = if pending.iter().any(|p| *p) {
                 Duration::ZERO
             } else {
@@ -226,6 +255,10 @@ impl Server {
                 pending[TUN.0] = self.drain_tun(now)?;
             }
             let now = self.clock.now();
+            if let ServerSecurity::Noise(s) = &mut self.sec {
+                s.handle_timeout(now);
+            }
+            self.security_events(now);
             for (id, p) in self.peers.iter_mut() {
                 if p.session.poll_timeout().is_some_and(|t| t <= now) {
                     p.session.handle_timeout(now);
@@ -243,46 +276,176 @@ impl Server {
     }
 
     fn drain_udp(&mut self, now: Instant) -> bool {
+        let mut rx = std::mem::take(&mut self.rx);
+        let mut more = true;
         for _ in 0..BUDGET / 4 {
             let Some(sock) = self.sockets[0].as_ref() else {
-                return false;
+                more = false;
+                break;
             };
-            let n = match sock.recv(&mut self.rx) {
-                Ok(0) => return false,
+            let n = match sock.recv(&mut rx) {
+                Ok(0) => {
+                    more = false;
+                    break;
+                }
                 Ok(n) => n,
                 Err(e) => {
                     tracing::debug!(error = %e, "receive failed");
-                    return false;
+                    more = false;
+                    break;
                 }
             };
             self.udp_recvs += 1;
             for g in 0..n {
-                let (meta, bytes) = self.rx.group(g);
+                let (meta, bytes) = rx.group(g);
                 let from = meta.addr;
                 let local = meta.dst_ip;
                 let stride = meta.stride.max(1);
                 for d in bytes.chunks_mut(stride) {
                     self.udp_rx_datagrams += 1;
-                    dispatch(
-                        DispatchCtx {
-                            peers: &mut self.peers,
-                            by_address: &mut self.by_address,
-                            free: &mut self.free,
-                            envelopes: &mut self.envelopes,
-                            drops: &mut self.drops,
-                            touched: &mut self.touched,
-                            cfg: &self.cfg,
-                        },
-                        now,
-                        from,
-                        local,
-                        d,
-                    );
+                    self.receive(now, from, local, d);
                 }
             }
             self.output(now);
         }
-        true
+        self.rx = rx;
+        more
+    }
+
+    /// Whether handshakes arrive fast enough to demand cookies first.
+    fn load(&mut self, now: Instant) -> braid_secure::Load {
+        if now.saturating_duration_since(self.handshakes.0) >= Duration::from_secs(1) {
+            self.handshakes = (now, 0);
+        }
+        if self.handshakes.1 > HANDSHAKES_UNDER_LOAD {
+            braid_secure::Load::High
+        } else {
+            braid_secure::Load::Normal
+        }
+    }
+
+    /// One datagram from `from` (to our address `local`): the one place received
+    /// datagrams are opened. Nothing is kept for a datagram that does not open.
+    fn receive(&mut self, now: Instant, from: SocketAddr, local: Option<IpAddr>, d: &mut [u8]) {
+        let load = self.load(now);
+        let opened = self.sec.open(now, from, load, d, &mut self.reply);
+        let (id, path, range) = match opened {
+            Ok(Opened::Data {
+                session,
+                path,
+                range,
+            }) => (session, path, Some(range)),
+            Ok(Opened::Keepalive { session, path }) => (session, path, None),
+            Ok(Opened::Reply(len)) => {
+                self.handshakes.1 += 1;
+                if let Some(sock) = self.sockets[0].as_ref() {
+                    let n = len.min(self.reply.len());
+                    if sock.send(from, local, &self.reply[..n], None).is_err() {
+                        self.drops.send_errors += 1;
+                    }
+                }
+                self.security_events(now);
+                return;
+            }
+            Ok(Opened::Handshake) => {
+                self.handshakes.1 += 1;
+                self.security_events(now);
+                return;
+            }
+            Err(e) => {
+                crate::secure::count(&mut self.drops, &e);
+                return;
+            }
+        };
+        if !self.peers.contains_key(&id) {
+            // Without encryption a hello opens a session; with it the handshake did.
+            let admitted = matches!(self.sec, ServerSecurity::Plaintext)
+                && hello_paths(d).is_some_and(|paths| {
+                    self.open_session(now, id, format!("gateway-{id:08x}"), None, paths, from)
+                });
+            if !admitted {
+                self.drops.unknown_session += 1;
+                return;
+            }
+        }
+        let Some(p) = self.peers.get_mut(&id) else {
+            return;
+        };
+        if let Some(range) = range {
+            if p.session.handle_datagram(now, path, &d[range]).is_err() {
+                self.drops.engine_rejected += 1;
+                return;
+            }
+        }
+        p.last_rx = now;
+        if let Some(slot) = p.remotes.get_mut(usize::from(path)) {
+            if let Some((old, _)) = *slot {
+                if old != from {
+                    tracing::info!(gateway = %p.name, path, %old, new = %from, "path address changed");
+                }
+            }
+            *slot = Some((from, local));
+        }
+        if self.touched.last() != Some(&id) {
+            self.touched.push(id);
+        }
+    }
+
+    /// Sessions the security layer established or closed: engines follow.
+    fn security_events(&mut self, now: Instant) {
+        loop {
+            let e = match &mut self.sec {
+                ServerSecurity::Noise(s) => s.poll_event(),
+                ServerSecurity::Plaintext => None,
+            };
+            let Some(e) = e else { break };
+            match e {
+                braid_secure::Event::Established {
+                    session,
+                    peer,
+                    payload,
+                } => {
+                    let id = session.get();
+                    if self.peers.contains_key(&id) {
+                        continue;
+                    }
+                    let Some(cfg) = self
+                        .cfg
+                        .peers
+                        .iter()
+                        .find(|p| config::parse_public_key(&p.public_key).ok() == Some(peer))
+                    else {
+                        continue;
+                    };
+                    let (name, fixed) = (cfg.name.clone(), cfg.address);
+                    let paths = crate::secure::payload_paths(&payload);
+                    // The source is learnt from the first data datagram.
+                    let any = SocketAddr::from(([0, 0, 0, 0], 0));
+                    self.open_session(now, id, name, fixed, paths, any);
+                }
+                braid_secure::Event::Closed { session, reason } => {
+                    if let Some(p) = self.peers.remove(&session.get()) {
+                        tracing::info!(gateway = %p.name, session = %session, ?reason, "session closed");
+                        self.release(&p);
+                    }
+                }
+                braid_secure::Event::Rekeyed { .. } => {}
+            }
+        }
+    }
+
+    fn release(&mut self, p: &Peer) {
+        if self
+            .by_address
+            .get(&p.address)
+            .is_some_and(|id| !self.peers.contains_key(id))
+        {
+            self.by_address.remove(&p.address);
+        }
+        let fixed = self.cfg.peers.iter().any(|c| c.address == Some(p.address));
+        if !fixed && !self.by_address.contains_key(&p.address) {
+            self.free.push(p.address);
+        }
     }
 
     fn drain_tun(&mut self, now: Instant) -> Result<bool, DaemonError> {
@@ -329,12 +492,16 @@ impl Server {
     fn output(&mut self, now: Instant) {
         self.touched.sort_unstable();
         self.touched.dedup();
-        for id in std::mem::take(&mut self.touched) {
+        std::mem::swap(&mut self.touched, &mut self.touched_now);
+        self.touched.clear();
+        for k in 0..self.touched_now.len() {
+            let id = self.touched_now[k];
             let Some(p) = self.peers.get_mut(&id) else {
                 continue;
             };
-            let overhead = p.envelope.overhead();
-            while let Some(t) = p.session.poll_transmit(now, &mut self.scratch) {
+            let headroom = self.sec.headroom();
+            let overhead = self.sec.overhead();
+            while let Some(t) = p.session.poll_transmit(now, &mut self.scratch[headroom..]) {
                 let Some(Some((to, from))) = p.remotes.get(usize::from(t.path)).copied() else {
                     // The gateway has not been heard on this path yet.
                     continue;
@@ -345,10 +512,12 @@ impl Server {
                     from,
                 };
                 let slot = self.tx.slot(dest, t.len + overhead, &self.sockets);
+                let n = (headroom + t.len).min(slot.len());
+                slot[..n].copy_from_slice(&self.scratch[..n]);
                 // The one place outgoing datagrams are sealed.
-                match p.envelope.seal(t.path, &self.scratch[..t.len], slot) {
-                    Ok(n) => self.tx.commit(dest, n),
-                    Err(e) => count_open_error(&mut self.drops, e),
+                match self.sec.seal(now, id, t.path, slot, t.len) {
+                    Some(n) => self.tx.commit(dest, n),
+                    None => self.drops.send_errors += 1,
                 }
             }
             while p.session.poll_deliver(&mut self.deliver) {
@@ -379,7 +548,12 @@ impl Server {
         self.tx.flush(&self.sockets);
     }
 
+    /// Without encryption, sessions silent for [`IDLE_EXPIRY`] end (with it, the security
+    /// layer closes idle sessions).
     fn expire(&mut self, now: Instant) {
+        if !matches!(self.sec, ServerSecurity::Plaintext) {
+            return;
+        }
         let idle: Vec<u32> = self
             .peers
             .iter()
@@ -389,10 +563,7 @@ impl Server {
         for id in idle {
             if let Some(p) = self.peers.remove(&id) {
                 tracing::info!(gateway = %p.name, session = id, "gateway idle; session ended");
-                self.by_address.remove(&p.address);
-                if !self.cfg.peers.iter().any(|c| c.address == Some(p.address)) {
-                    self.free.push(p.address);
-                }
+                self.release(&p);
             }
         }
     }
@@ -465,6 +636,10 @@ impl Server {
             uptime_s: now.as_secs_f64() - 1.0,
             sessions,
             drops,
+            security: match &self.sec {
+                ServerSecurity::Plaintext => None,
+                ServerSecurity::Noise(s) => serde_json::to_value(s.stats()).ok(),
+            },
             io: status::IoStatus {
                 tun_reads: tun.reads,
                 tun_rx_packets: tun.rx_packets,
@@ -482,148 +657,66 @@ impl Server {
     }
 }
 
-/// The parts of the server a received datagram may touch.
-struct DispatchCtx<'a> {
-    peers: &'a mut HashMap<u32, Peer>,
-    by_address: &'a mut HashMap<Ipv4Addr, u32>,
-    free: &'a mut Vec<Ipv4Addr>,
-    envelopes: &'a mut EnvelopeFactory,
-    drops: &'a mut Drops,
-    touched: &'a mut Vec<u32>,
-    cfg: &'a ServerConfig,
-}
-
-/// The session id at its fixed place (docs/wire.md: bytes 4-7 of every datagram).
-fn session_id(d: &[u8]) -> Option<u32> {
-    let b: [u8; 4] = d.get(4..8)?.try_into().ok()?;
-    Some(u32::from_be_bytes(b))
-}
-
-fn dispatch(
-    mut cx: DispatchCtx<'_>,
-    now: Instant,
-    from: SocketAddr,
-    local: Option<IpAddr>,
-    datagram: &mut [u8],
-) {
-    let Some(id) = session_id(datagram) else {
-        cx.drops.unknown_session += 1;
-        return;
-    };
-    if !cx.peers.contains_key(&id) && !admit(&mut cx, now, id, from, datagram) {
-        return;
-    }
-    let Some(p) = cx.peers.get_mut(&id) else {
-        return;
-    };
-    // The one place received datagrams are opened.
-    let plain = match p.envelope.open(None, datagram) {
-        Ok(plain) => plain,
-        Err(e) => {
-            count_open_error(cx.drops, e);
-            return;
+impl Server {
+    /// Makes a session for gateway `name` (id `id`) with `paths` paths.
+    fn open_session(
+        &mut self,
+        now: Instant,
+        id: u32,
+        name: String,
+        fixed: Option<Ipv4Addr>,
+        paths: u8,
+        from: SocketAddr,
+    ) -> bool {
+        if self.peers.len() >= self.cfg.max_gateways {
+            self.drops.table_full += 1;
+            return false;
         }
-    };
-    let Some(&path) = plain.get(2) else {
-        cx.drops.engine_rejected += 1;
-        return;
-    };
-    if p.session.handle_datagram(now, path, plain).is_err() {
-        cx.drops.engine_rejected += 1;
-        return;
-    }
-    p.last_rx = now;
-    if let Some(slot) = p.remotes.get_mut(usize::from(path)) {
-        if slot.map(|(a, _)| a) != Some(from) {
-            if let Some((old, _)) = slot {
-                tracing::info!(gateway = %p.name, path, %old, new = %from, "path address changed");
-            }
-        }
-        *slot = Some((from, local));
-    }
-    if cx.touched.last() != Some(&id) {
-        cx.touched.push(id);
-    }
-}
-
-/// A datagram for an unknown session: without encryption, a hello opens a session (with
-/// encryption the handshake does). Anything else is dropped and counted, keeping nothing.
-fn admit(
-    cx: &mut DispatchCtx<'_>,
-    now: Instant,
-    id: u32,
-    from: SocketAddr,
-    datagram: &[u8],
-) -> bool {
-    if cx.cfg.plaintext {
-        if let Some(paths) = hello_paths(datagram) {
-            return open_session(cx, now, id, format!("gateway-{id:08x}"), None, paths, from);
-        }
-    }
-    cx.drops.unknown_session += 1;
-    false
-}
-
-/// Makes a session for gateway `name` (id `id`) with `paths` paths.
-fn open_session(
-    cx: &mut DispatchCtx<'_>,
-    now: Instant,
-    id: u32,
-    name: String,
-    fixed: Option<Ipv4Addr>,
-    paths: u8,
-    from: SocketAddr,
-) -> bool {
-    if cx.peers.len() >= cx.cfg.max_gateways {
-        cx.drops.table_full += 1;
-        return false;
-    }
-    let address = match fixed {
-        Some(a) => a,
-        None => match cx.free.pop() {
+        let address = match fixed {
             Some(a) => a,
-            None => {
-                cx.drops.table_full += 1;
-                tracing::warn!(gateway = %name, "address pool exhausted");
-                return false;
-            }
-        },
-    };
-    let envelope = (cx.envelopes)();
-    let mut c = config::engine_config(&cx.cfg.engine, cx.cfg.mtu, id);
-    c.datagram_overhead = udp_overhead(from) + envelope.overhead();
-    c.seed = u64::from(crate::system::random_u32());
-    let n = paths.clamp(1, MAX_PATHS);
-    let pc: Vec<PathConfig> = (0..n)
-        .map(|i| PathConfig {
-            id: i,
-            tx_capacity_bps: 100_000_000,
-            rx_capacity_bps: 100_000_000,
-        })
-        .collect();
-    let Ok(mut session) = Session::new(c, Role::Server, &pc, now) else {
-        return false;
-    };
-    session.set_tunnel_address(Some((address, cx.cfg.address.prefix_len())));
-    tracing::info!(gateway = %name, session = id, %address, paths = n, %from, "gateway connected");
-    if let Some(old) = cx.by_address.insert(address, id) {
-        // The same gateway (fixed address) reconnected with a new session.
-        cx.peers.remove(&old);
+            None => match self.free.pop() {
+                Some(a) => a,
+                None => {
+                    self.drops.table_full += 1;
+                    tracing::warn!(gateway = %name, "address pool exhausted");
+                    return false;
+                }
+            },
+        };
+        let mut c = config::engine_config(&self.cfg.engine, self.cfg.mtu, id);
+        c.datagram_overhead = udp_overhead(from) + self.sec.overhead();
+        c.seed = u64::from(crate::system::random_u32());
+        let n = paths.clamp(1, MAX_PATHS);
+        let pc: Vec<PathConfig> = (0..n)
+            .map(|i| PathConfig {
+                id: i,
+                tx_capacity_bps: 100_000_000,
+                rx_capacity_bps: 100_000_000,
+            })
+            .collect();
+        let Ok(mut session) = Session::new(c, Role::Server, &pc, now) else {
+            return false;
+        };
+        session.set_tunnel_address(Some((address, self.cfg.address.prefix_len())));
+        tracing::info!(gateway = %name, session = id, %address, paths = n, %from, "gateway connected");
+        if let Some(old) = self.by_address.insert(address, id) {
+            // The same gateway (fixed address) reconnected with a new session.
+            self.peers.remove(&old);
+        }
+        self.peers.insert(
+            id,
+            Peer {
+                name,
+                session,
+                address,
+                remotes: vec![None; usize::from(n)],
+                started: now,
+                last_rx: now,
+                rates: Vec::new(),
+            },
+        );
+        true
     }
-    cx.peers.insert(
-        id,
-        Peer {
-            name,
-            session,
-            envelope,
-            address,
-            remotes: vec![None; usize::from(n)],
-            started: now,
-            last_rx: now,
-            rates: Vec::new(),
-        },
-    );
-    true
 }
 
 fn ipv4_dst(p: &[u8]) -> Option<Ipv4Addr> {

@@ -91,6 +91,9 @@ pub struct Status {
     pub uptime_s: f64,
     pub sessions: Vec<SessionStatus>,
     pub drops: Drops,
+    /// The security layer's counters (handshakes, datagrams opened and sealed, drops by
+    /// reason); absent without encryption.
+    pub security: Option<serde_json::Value>,
     /// System calls and batching, to see the offloads at work.
     pub io: IoStatus,
 }

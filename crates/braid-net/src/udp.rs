@@ -105,6 +105,9 @@ impl UdpPath {
 
     /// Receives a batch into `rx`; `Ok(0)` when nothing is waiting.
     pub fn recv(&self, rx: &mut RxBatch) -> io::Result<usize> {
+        if rx.meta.len() < BATCH_SIZE {
+            return Ok(0);
+        }
         let mut chunks = rx.buf.chunks_mut(RX_SLOT);
         let mut iovs: [IoSliceMut<'_>; BATCH_SIZE] =
             std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap_or_default()));
@@ -141,17 +144,27 @@ pub struct RxBatch {
     count: usize,
 }
 
+/// An empty batch (no buffers), to swap in while the real one is in use.
 impl Default for RxBatch {
     fn default() -> Self {
         RxBatch {
-            buf: vec![0; RX_SLOT * BATCH_SIZE],
-            meta: vec![RecvMeta::default(); BATCH_SIZE],
+            buf: Vec::new(),
+            meta: Vec::new(),
             count: 0,
         }
     }
 }
 
 impl RxBatch {
+    /// Buffers for a full batch.
+    pub fn new() -> RxBatch {
+        RxBatch {
+            buf: vec![0; RX_SLOT * BATCH_SIZE],
+            meta: vec![RecvMeta::default(); BATCH_SIZE],
+            count: 0,
+        }
+    }
+
     /// Groups received in the last batch.
     pub fn len(&self) -> usize {
         self.count

@@ -45,6 +45,19 @@ pub fn interfaces() -> HashMap<String, InterfaceInfo> {
     map
 }
 
+/// Reads and parses a private key file.
+pub fn load_private_key(file: &str, path: &Path) -> Result<braid_secure::PrivateKey, ConfigError> {
+    check_key_file(file, path)?;
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        file: file.to_owned(),
+        message: format!("private_key_file '{}' cannot be read: {e}", path.display()),
+    })?;
+    text.trim().parse().map_err(|e| ConfigError {
+        file: file.to_owned(),
+        message: format!("private_key_file '{}': {e}", path.display()),
+    })
+}
+
 fn check_key_file(file: &str, path: &Path) -> Result<(), ConfigError> {
     let err = |message: String| ConfigError {
         file: file.to_owned(),
@@ -75,7 +88,7 @@ impl GatewayConfig {
     /// use.
     pub fn check_system(&self) -> Result<u16, ConfigError> {
         if !self.plaintext {
-            check_key_file(&self.file, &self.private_key_file)?;
+            load_private_key(&self.file, &self.private_key_file)?;
         }
         let ifs = interfaces();
         let err = |message: String| ConfigError {
@@ -137,7 +150,7 @@ impl ServerConfig {
     /// free, the masquerade interface exists.
     pub fn check_system(&self) -> Result<(), ConfigError> {
         if !self.plaintext {
-            check_key_file(&self.file, &self.private_key_file)?;
+            load_private_key(&self.file, &self.private_key_file)?;
         }
         let err = |message: String| ConfigError {
             file: self.file.clone(),

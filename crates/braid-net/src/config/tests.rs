@@ -6,7 +6,7 @@ private_key_file = "/etc/braid/gateway.key"
 
 [server]
 endpoint = "192.0.2.1:51820"
-public_key = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+public_key = "Qai1mfkDCnKOVb1EVxWHdAI2QYSe30Wf+oASvMc5Slg="
 
 [[uplink]]
 interface = "lo"
@@ -26,7 +26,7 @@ address = "10.77.0.1/24"
 
 [[gateway]]
 name = "bus-17"
-public_key = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+public_key = "Qai1mfkDCnKOVb1EVxWHdAI2QYSe30Wf+oASvMc5Slg="
 address = "10.77.0.17"
 "#;
 
@@ -126,11 +126,13 @@ fn bad_address_pools() {
 
 #[test]
 fn duplicate_gateways_are_refused() {
-    let dup = format!("{SERVER}\n[[gateway]]\nname = \"bus-17\"\npublic_key = \"x\"\n");
+    let dup = format!(
+        "{SERVER}\n[[gateway]]\nname = \"bus-17\"\npublic_key = \"Z4goDxlMrN6FjpDZIZNWJnDZ1QhdqWcQMmb9dVDMHDE=\"\n"
+    );
     let e = server_err(&dup);
     assert!(e.contains("two [[gateway]] are named 'bus-17'"), "{e}");
     let same_key = SERVER.to_owned()
-        + "\n[[gateway]]\nname = \"bus-18\"\npublic_key = \"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\"\n";
+        + "\n[[gateway]]\nname = \"bus-18\"\npublic_key = \"Qai1mfkDCnKOVb1EVxWHdAI2QYSe30Wf+oASvMc5Slg=\"\n";
     let e = server_err(&same_key);
     assert!(e.contains("same public_key"), "{e}");
 }
@@ -178,7 +180,7 @@ fn temp_key() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("braid-net-config-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let key = dir.join("k");
-    std::fs::write(&key, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n").unwrap();
+    std::fs::write(&key, "ILEpoz2c+2WynMiVyV47eLhhGYS8st9XQuqZY5wiSV0=\n").unwrap();
     key
 }
 
@@ -244,4 +246,36 @@ fn a_port_in_use_names_the_port() {
         e.contains("masquerade: interface 'nosuchif0' does not exist"),
         "{e}"
     );
+}
+
+#[test]
+fn bad_keys_are_one_line() {
+    let e = gateway_err(&GATEWAY.replace("Qai1mfkDCnKOVb1EVxWHdAI2QYSe30Wf+oASvMc5Slg=", "nope"));
+    assert!(
+        e.contains("server.public_key:") && e.contains("braid genkey"),
+        "{e}"
+    );
+    let plain = GATEWAY
+        .replace("Qai1mfkDCnKOVb1EVxWHdAI2QYSe30Wf+oASvMc5Slg=", "nope")
+        .replace("[server]", "plaintext = true\n[server]");
+    assert!(GatewayConfig::parse("gw.toml", &plain).is_ok());
+    let key = temp_key();
+    let bad = key.with_file_name("bad-key");
+    std::fs::write(&bad, "not a key\n").unwrap();
+    let g = GatewayConfig::parse(
+        "gw.toml",
+        &GATEWAY.replace("/etc/braid/gateway.key", bad.to_str().unwrap()),
+    )
+    .unwrap();
+    let e = g.check_system().unwrap_err().to_string();
+    assert!(e.contains("bad-key") && !e.contains('\n'), "{e}");
+}
+
+#[test]
+fn the_example_configs_parse() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+    let g = GatewayConfig::load(Path::new(&format!("{dir}/gateway.toml"))).unwrap();
+    assert_eq!(g.uplinks.len(), 2);
+    let s = ServerConfig::load(Path::new(&format!("{dir}/server.toml"))).unwrap();
+    assert_eq!(s.peers.len(), 2);
 }

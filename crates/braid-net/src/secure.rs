@@ -1,0 +1,225 @@
+//! The boundary between the engine's datagrams and the wire. Every datagram a session
+//! sends is sealed at one call site and every datagram received is opened at one, through
+//! the types here: `braid-secure` (Noise IK, ChaCha20-Poly1305 per datagram, per-path
+//! replay windows, cookies; docs/security.md) by default, or no encryption at all when a
+//! config says `plaintext = true` (for measuring the bare data path).
+//!
+//! Layout: the engine writes its datagram at `buf[headroom()..]`; `seal` turns
+//! `buf[..headroom() + len + ...]` into the datagram to send, `overhead()` bytes longer.
+
+use std::net::SocketAddr;
+use std::ops::Range;
+
+use braid_core::{Instant, PathId};
+use braid_secure::{
+    Dropped, Load, Received, SessionId, DATA_HEADER_LEN, DATA_OVERHEAD, MAX_HANDSHAKE_LEN,
+};
+
+use crate::status::Drops;
+
+/// The version byte of the handshake payload a gateway sends.
+const PAYLOAD_VERSION: u8 = 1;
+
+/// What a gateway tells the server in its handshake: how many paths it has, its name.
+pub fn gateway_payload(paths: u8, name: &str) -> Vec<u8> {
+    let mut p = vec![PAYLOAD_VERSION, paths];
+    p.extend(name.bytes().take(braid_secure::MAX_HANDSHAKE_PAYLOAD - 2));
+    p
+}
+
+/// The path count in a gateway's handshake payload (1 if absent).
+pub fn payload_paths(payload: &[u8]) -> u8 {
+    match payload {
+        [PAYLOAD_VERSION, n, ..] => (*n).max(1),
+        _ => 1,
+    }
+}
+
+/// Counts a dropped datagram under its reason.
+pub fn count(d: &mut Drops, e: &Dropped) {
+    match e {
+        Dropped::Replayed { .. } | Dropped::TooOld { .. } | Dropped::HandshakeReplay => {
+            d.replayed += 1
+        }
+        Dropped::UnknownSession(_) | Dropped::NoKeys { .. } => d.unknown_session += 1,
+        Dropped::UnknownKey => d.unknown_key += 1,
+        Dropped::RateLimited | Dropped::TooManyPaths(_) | Dropped::CounterExhausted => {
+            d.engine_rejected += 1
+        }
+        Dropped::Malformed(_)
+        | Dropped::UnexpectedType(_)
+        | Dropped::Forged
+        | Dropped::BadMac1
+        | Dropped::HandshakeFailed
+        | Dropped::UnexpectedReply
+        | Dropped::BadCookieReply => d.unauthenticated += 1,
+    }
+}
+
+/// What an opened datagram holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Opened {
+    /// An engine datagram of `session` on `path` at `buf[range]`.
+    Data {
+        session: u32,
+        path: PathId,
+        range: Range<usize>,
+    },
+    /// Authenticated, nothing for the engine (a keepalive).
+    Keepalive { session: u32, path: PathId },
+    /// Send `reply[..len]` back to the source (server: a handshake response).
+    Reply(usize),
+    /// A handshake message was consumed: poll events.
+    Handshake,
+}
+
+fn from_received(r: Received) -> Opened {
+    match r {
+        Received::Data {
+            session,
+            path,
+            payload,
+        } => Opened::Data {
+            session: session.get(),
+            path,
+            range: payload,
+        },
+        Received::Keepalive { session, path } => Opened::Keepalive {
+            session: session.get(),
+            path,
+        },
+        Received::Reply { len } => Opened::Reply(len),
+        Received::Handshake => Opened::Handshake,
+    }
+}
+
+/// The gateway's end.
+pub enum GatewaySecurity {
+    Plaintext,
+    Noise(Box<braid_secure::Gateway>),
+}
+
+impl GatewaySecurity {
+    pub fn headroom(&self) -> usize {
+        match self {
+            GatewaySecurity::Plaintext => 0,
+            GatewaySecurity::Noise(_) => DATA_HEADER_LEN,
+        }
+    }
+
+    pub fn overhead(&self) -> usize {
+        match self {
+            GatewaySecurity::Plaintext => 0,
+            GatewaySecurity::Noise(_) => DATA_OVERHEAD,
+        }
+    }
+
+    /// Seals the engine datagram at `buf[headroom()..headroom() + len]` for `path`; the
+    /// length of `buf[..n]` to send, or `None` (no keys yet: counted by the caller).
+    pub fn seal(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        buf: &mut [u8],
+        len: usize,
+    ) -> Option<usize> {
+        match self {
+            GatewaySecurity::Plaintext => Some(len),
+            GatewaySecurity::Noise(g) => g.seal(now, path, buf, len).ok(),
+        }
+    }
+
+    /// Opens a datagram that arrived on `path`, in place.
+    pub fn open(&mut self, now: Instant, path: PathId, buf: &mut [u8]) -> Result<Opened, Dropped> {
+        match self {
+            GatewaySecurity::Plaintext => Ok(Opened::Data {
+                session: session_of(buf).unwrap_or(0),
+                path,
+                range: 0..buf.len(),
+            }),
+            GatewaySecurity::Noise(g) => g.handle(now, path, buf).map(from_received),
+        }
+    }
+}
+
+/// The session id at its fixed place, bytes 4-7 (docs/wire.md), in cleartext both in the
+/// engine's header and in the envelope.
+pub fn session_of(d: &[u8]) -> Option<u32> {
+    let b: [u8; 4] = d.get(4..8)?.try_into().ok()?;
+    Some(u32::from_be_bytes(b))
+}
+
+/// The server's end.
+pub enum ServerSecurity {
+    Plaintext,
+    Noise(Box<braid_secure::Server>),
+}
+
+impl ServerSecurity {
+    pub fn headroom(&self) -> usize {
+        match self {
+            ServerSecurity::Plaintext => 0,
+            ServerSecurity::Noise(_) => DATA_HEADER_LEN,
+        }
+    }
+
+    pub fn overhead(&self) -> usize {
+        match self {
+            ServerSecurity::Plaintext => 0,
+            ServerSecurity::Noise(_) => DATA_OVERHEAD,
+        }
+    }
+
+    /// Seals for `session`'s `path`; see [`GatewaySecurity::seal`].
+    pub fn seal(
+        &mut self,
+        now: Instant,
+        session: u32,
+        path: PathId,
+        buf: &mut [u8],
+        len: usize,
+    ) -> Option<usize> {
+        match self {
+            ServerSecurity::Plaintext => Some(len),
+            ServerSecurity::Noise(s) => {
+                let id = SessionId::new(session)?;
+                s.seal(now, id, path, buf, len).ok()
+            }
+        }
+    }
+
+    /// Opens a datagram from `from` in place; a handshake answer goes into `reply`.
+    pub fn open(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        load: Load,
+        buf: &mut [u8],
+        reply: &mut [u8; MAX_HANDSHAKE_LEN],
+    ) -> Result<Opened, Dropped> {
+        match self {
+            ServerSecurity::Plaintext => {
+                let session = session_of(buf).ok_or(Dropped::UnknownSession(0))?;
+                let path = *buf.get(2).ok_or(Dropped::UnknownSession(session))?;
+                Ok(Opened::Data {
+                    session,
+                    path,
+                    range: 0..buf.len(),
+                })
+            }
+            ServerSecurity::Noise(s) => s.handle(now, from, load, buf, reply).map(from_received),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_payload_carries_the_path_count() {
+        assert_eq!(payload_paths(&gateway_payload(3, "bus-17")), 3);
+        assert_eq!(payload_paths(&[]), 1);
+        assert_eq!(payload_paths(&[9, 4]), 1);
+    }
+}
