@@ -7,7 +7,9 @@
 
 use std::path::Path;
 
-use braid_core::{EvolutionParams, LossRecoveryKind, ReedSolomonParams, XorDecoder, XorParams};
+use braid_core::{
+    EvolutionParams, LossRecoveryKind, MemberChoice, ReedSolomonParams, XorDecoder, XorParams,
+};
 use braid_sim::{Scenario, TraceCache};
 use serde_json::json;
 
@@ -185,9 +187,17 @@ impl Bench for Fig10 {
                     ..EvolutionParams::default()
                 }),
             ),
+            (
+                "evolution coverage",
+                LossRecoveryKind::Evolution(EvolutionParams {
+                    members: MemberChoice::Coverage,
+                    ..EvolutionParams::default()
+                }),
+            ),
         ];
-        // The last is Evolution itself with the peeling decoder: shown, not a competitor.
-        let competitors = methods.len() - 1;
+        // The last two are Evolution itself with the peeling decoder and with members chosen
+        // by coverage: shown, not competitors.
+        let competitors = methods.len() - 2;
         let mut jobs = Vec::new();
         for &loss in losses {
             let sc = scenario(opts.seed, duration, loss, 1.0)?;

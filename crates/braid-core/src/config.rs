@@ -75,6 +75,18 @@ pub enum XorDecoder {
     Peeling,
 }
 
+/// Which packets of W a coded packet combines (the number is the code's business).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemberChoice {
+    /// Chosen at random (PluriBus §4.1).
+    #[default]
+    Random,
+    /// The member of W that earlier coded packets covered least, with the most covered
+    /// others (see [`crate::fec::opportunistic::choose_by_coverage`]).
+    Coverage,
+}
+
 /// Parameters of [`LossRecoveryKind::Evolution`].
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -83,6 +95,8 @@ pub struct EvolutionParams {
     /// to [0, 1] (PluriBus §6.4.2, Fig 12). In [-1, 1].
     pub loss_offset: f64,
     pub decoder: XorDecoder,
+    /// Which packets of W a coded packet combines.
+    pub members: MemberChoice,
 }
 
 /// Parameters of [`LossRecoveryKind::Lt`]: the robust soliton distribution's `c` and `δ`
@@ -133,6 +147,7 @@ impl Default for EvolutionParams {
         EvolutionParams {
             loss_offset: 0.0,
             decoder: XorDecoder::Immediate,
+            members: MemberChoice::Random,
         }
     }
 }
@@ -316,6 +331,9 @@ impl std::fmt::Display for LossRecoveryKind {
             LossRecoveryKind::Evolution(p) => {
                 if p.loss_offset != 0.0 {
                     write!(f, " offset {:+}", p.loss_offset)?;
+                }
+                if p.members == MemberChoice::Coverage {
+                    f.write_str(" coverage")?;
                 }
                 f.write_str(dec(p.decoder))
             }
@@ -587,8 +605,22 @@ mod tests {
             Ok(LossRecoveryKind::Evolution(EvolutionParams {
                 loss_offset: -0.2,
                 decoder: XorDecoder::Peeling,
+                ..EvolutionParams::default()
             }))
         );
+        let coverage = EvolutionParams {
+            members: MemberChoice::Coverage,
+            ..EvolutionParams::default()
+        };
+        assert_eq!(
+            parse(json!({ "kind": "evolution", "members": "coverage" })),
+            Ok(LossRecoveryKind::Evolution(coverage))
+        );
+        assert_eq!(
+            LossRecoveryKind::Evolution(coverage).to_string(),
+            "evolution coverage"
+        );
+        assert!(parse(json!({ "kind": "evolution", "members": "newest" })).is_err());
         let e = parse(json!("fountain")).unwrap_err();
         assert!(e.contains("reed-solomon"), "{e}");
         let e = parse(json!({ "kind": "xor", "redundancy_pct": 0 })).unwrap_err();

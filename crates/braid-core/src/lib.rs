@@ -28,8 +28,9 @@ pub mod stats;
 pub mod time;
 
 pub use config::{
-    Config, ConfigError, EvolutionParams, HoleTimeoutMode, LossRecoveryKind, LtParams, PathConfig,
-    ReedSolomonParams, RetransmitParams, Role, SchedulerKind, XorDecoder, XorParams,
+    Config, ConfigError, EvolutionParams, HoleTimeoutMode, LossRecoveryKind, LtParams,
+    MemberChoice, PathConfig, ReedSolomonParams, RetransmitParams, Role, SchedulerKind, XorDecoder,
+    XorParams,
 };
 pub use event::Event;
 pub use session::{HandleError, Prediction, SendError, Session, Transmit};

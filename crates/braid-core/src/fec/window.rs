@@ -32,6 +32,8 @@ struct Entry {
     seq: u32,
     expires: Instant,
     packet: Vec<u8>,
+    /// Coded packets this entry has been a member of.
+    covered: u32,
 }
 
 /// A bounded, sequence-ordered window of sent data packets.
@@ -84,6 +86,7 @@ impl Window {
             seq,
             expires,
             packet: buf,
+            covered: 0,
         });
     }
 
@@ -111,6 +114,18 @@ impl Window {
     /// The `i`-th oldest entry: its sequence number and bytes.
     pub fn get(&self, i: usize) -> Option<(u32, &[u8])> {
         self.entries.get(i).map(|e| (e.seq, e.packet.as_slice()))
+    }
+
+    /// How many coded packets the `i`-th oldest entry has been a member of.
+    pub fn coverage(&self, i: usize) -> u32 {
+        self.entries.get(i).map_or(0, |e| e.covered)
+    }
+
+    /// Counts one more coded packet for the `i`-th oldest entry.
+    pub fn cover(&mut self, i: usize) {
+        if let Some(e) = self.entries.get_mut(i) {
+            e.covered = e.covered.saturating_add(1);
+        }
     }
 
     /// The entry for data packet `seq`, if the window holds it.
@@ -155,5 +170,23 @@ mod tests {
         assert_eq!(w.get(0).map(|e| e.0), Some(2));
         w.ack(100);
         assert!(w.is_empty());
+    }
+
+    #[test]
+    fn coverage_counts_per_entry_and_starts_at_zero() {
+        let mut w = Window::new(4);
+        for s in 0..3 {
+            w.push(s, Instant::from_millis(100), &[s as u8]);
+        }
+        w.cover(1);
+        w.cover(1);
+        w.cover(2);
+        w.cover(9); // out of range: ignored
+        assert_eq!((w.coverage(0), w.coverage(1), w.coverage(2)), (0, 2, 1));
+        // Counts follow their entry as the front is trimmed; a recycled buffer starts at 0.
+        w.ack(0);
+        assert_eq!((w.coverage(0), w.coverage(1)), (2, 1));
+        w.push(3, Instant::from_millis(100), &[3]);
+        assert_eq!(w.coverage(2), 0);
     }
 }

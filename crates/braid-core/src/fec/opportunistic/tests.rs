@@ -9,7 +9,7 @@ use braid_wire::PathEntry;
 
 use super::*;
 use crate::path::SentKind;
-use crate::{PathConfig, PathId};
+use crate::{MemberChoice, PathConfig, PathId};
 
 /// A path of 1.2 Mbit/s (1500 bytes take 10 ms) whose peer reports loss `loss` / 65535.
 fn path(id: PathId, loss: u16) -> Path {
@@ -399,4 +399,80 @@ fn lt_packets_decode_like_the_reference_closure() {
             }
         }
     }
+}
+
+#[test]
+fn coverage_choice_pairs_the_least_covered_with_the_most_covered() {
+    let mut w = Window::new(16);
+    for s in 0..6 {
+        w.push(s, ms(100), &[s as u8]);
+    }
+    w.push(6, ms(100), &[6]);
+    // Coverage by index: 3, 0, 2, 5, 1, 0, 1.
+    for (i, c) in [3, 0, 2, 5, 1, 0, 1].into_iter().enumerate() {
+        for _ in 0..c {
+            w.cover(i);
+        }
+    }
+    let mut rng = Rng::new(5);
+    let (mut keys, mut picks) = (Vec::new(), Vec::new());
+    let mut firsts = std::collections::BTreeSet::new();
+    for _ in 0..40 {
+        choose_by_coverage(&w, 3, &mut rng, &mut keys, &mut picks);
+        assert_eq!(picks.len(), 3);
+        // First the least covered (1 and 5 tie, chosen at random), then the two most
+        // covered: 3 (5 times) and 0 (3 times).
+        assert!([1, 5].contains(&picks[0]), "{picks:?}");
+        firsts.insert(picks[0]);
+        let mut rest = picks[1..].to_vec();
+        rest.sort_unstable();
+        assert_eq!(rest, vec![0, 3]);
+    }
+    assert_eq!(firsts.len(), 2, "ties are broken at random");
+    choose_by_coverage(&w, 1, &mut rng, &mut keys, &mut picks);
+    assert!(picks == [1] || picks == [5], "{picks:?}");
+    // When x = |W| - 1 the others are random, so the packet left out varies.
+    let mut left_out = std::collections::BTreeSet::new();
+    for _ in 0..40 {
+        choose_by_coverage(&w, 6, &mut rng, &mut keys, &mut picks);
+        assert!([1, 5].contains(&picks[0]));
+        let mut d = picks.clone();
+        d.sort_unstable();
+        d.dedup();
+        assert_eq!(d.len(), 6);
+        left_out.extend((0..7).filter(|i| !picks.contains(i)));
+    }
+    assert!(left_out.len() >= 4, "{left_out:?}");
+}
+
+#[test]
+fn coverage_choice_keeps_x_r_and_the_cap_and_rotates_the_window() {
+    let a = path(0, 13107); // p = 0.2
+    let cov = EvolutionParams {
+        members: MemberChoice::Coverage,
+        ..EvolutionParams::default()
+    };
+    let mut c = Evolution::new(cov, 4);
+    let mut r = Evolution::new(EvolutionParams::default(), 4);
+    for s in 0..5 {
+        c.on_data_sent(ms(0), s, &a, &[s as u8; 10]);
+        r.on_data_sent(ms(0), s, &a, &[s as u8; 10]);
+    }
+    let mut left_out = std::collections::BTreeSet::new();
+    for k in 0..30 {
+        c.unrest();
+        r.unrest();
+        let mc = members(&c.poll_repair(ms(1), std::slice::from_ref(&a)).unwrap());
+        let mr = members(&r.poll_repair(ms(1), std::slice::from_ref(&a)).unwrap());
+        // Same x (and so the same r) as the random choice; never all of W.
+        assert_eq!(mc.len(), mr.len(), "packet {k}");
+        close(r_of(&c), r_of(&r));
+        assert!(mc.len() < 5);
+        if mc.len() == 4 {
+            left_out.extend((0..5).filter(|s| !mc.contains(s)));
+        }
+    }
+    // r climbs to x = |W| - 1 = 4; which packet is left out varies.
+    assert!(left_out.len() >= 3, "{left_out:?}");
+    assert_eq!(c.stats().coded_sent, 30);
 }
