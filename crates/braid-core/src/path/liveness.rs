@@ -24,7 +24,8 @@
 //! A stalled path counts as not live (schedulers, reports and acks avoid it), the data in
 //! flight on it is resent on the live paths (see `session/failover.rs`), and heartbeats,
 //! which go on every path idle for the heartbeat interval (100 ms rather than oSCTP's 1 s),
-//! probe it. The first acknowledgement of anything on it revives it, with its queue
+//! probe it. The first acknowledgement of a datagram sent on it since it was declared stalled (a
+//! probe) revives it, with its queue
 //! estimate reset: what was queued when it failed is gone.
 
 use std::time::Duration;
@@ -76,20 +77,30 @@ impl TxLiveness {
         self.revivals
     }
 
-    /// The peer acknowledged `acked` more datagrams, the newest of them predicted to have
-    /// arrived at `arrival`. Returns true when this revives a stalled path.
-    pub(crate) fn on_ack(&mut self, acked: u32, arrival: Option<i64>) -> bool {
+    /// The peer acknowledged `acked` more datagrams, the newest of them sent at `sent` and
+    /// predicted to have arrived at `arrival`. Returns true when this revives a stalled
+    /// path: only a datagram sent since the path was declared stalled (a probe) does; a
+    /// late acknowledgement of older ones says nothing about the path now.
+    pub(crate) fn on_ack(
+        &mut self,
+        acked: u32,
+        sent: Option<Instant>,
+        arrival: Option<i64>,
+    ) -> bool {
         if acked == 0 {
             return false;
         }
         if let Some(a) = arrival {
             self.newest_acked_arrival = Some(self.newest_acked_arrival.map_or(a, |n| n.max(a)));
         }
-        if self.stalled_since.take().is_some() {
-            self.revivals += 1;
-            return true;
+        match (self.stalled_since, sent) {
+            (Some(since), Some(sent)) if sent >= since => {
+                self.stalled_since = None;
+                self.revivals += 1;
+                true
+            }
+            _ => false,
         }
-        false
     }
 
     pub(crate) fn declare_stalled(&mut self, now: Instant) {
@@ -134,17 +145,22 @@ mod tests {
     #[test]
     fn first_ack_revives_and_counts() {
         let mut l = TxLiveness::default();
-        assert!(!l.on_ack(0, Some(5)));
-        l.declare_stalled(Instant::from_millis(10));
-        l.declare_stalled(Instant::from_millis(20));
-        assert_eq!(l.stalled_since(), Some(Instant::from_millis(10)));
+        let t = Instant::from_millis;
+        assert!(!l.on_ack(0, Some(t(1)), Some(5)));
+        l.declare_stalled(t(10));
+        l.declare_stalled(t(20));
+        assert_eq!(l.stalled_since(), Some(t(10)));
         assert!(l.is_stalled());
-        assert!(!l.on_ack(0, None));
-        assert!(l.on_ack(1, Some(7)));
+        assert!(!l.on_ack(0, Some(t(30)), None));
+        // A late ack of a datagram sent before the stall: still stalled.
+        assert!(!l.on_ack(3, Some(t(9)), Some(6)));
+        assert!(l.is_stalled());
+        // The ack of a probe sent since: revived.
+        assert!(l.on_ack(1, Some(t(10)), Some(7)));
         assert!(!l.is_stalled());
         assert_eq!((l.stalls(), l.revivals()), (1, 1));
         assert_eq!(l.newest_acked_arrival(), Some(7));
-        l.on_ack(1, Some(3));
+        l.on_ack(1, Some(t(40)), Some(3));
         assert_eq!(l.newest_acked_arrival(), Some(7));
     }
 }

@@ -210,7 +210,13 @@ impl Path {
     /// was queued when it failed is gone).
     pub(crate) fn on_liveness_ack(&mut self, now: Instant, acked: u32, highest: u32) -> bool {
         let arrival = self.predicted_arrival(highest);
-        let revived = self.tx.liveness.on_ack(acked, arrival);
+        let sent = self
+            .tx
+            .sent_ring
+            .get(highest as usize % SENT_RING)
+            .filter(|e| e.0 == highest)
+            .map(|e| e.1);
+        let revived = self.tx.liveness.on_ack(acked, sent, arrival);
         if revived {
             self.tx.queue.reset(now);
         }
