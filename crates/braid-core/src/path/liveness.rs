@@ -16,6 +16,8 @@
 //! feedback: reports and path acks for both paths come back on the same return paths, so
 //! a congested or slow return direction delays the evidence for both alike, and nothing is
 //! declared while the peer is silent on every path (a single path never stalls).
+//! At least [`STALL_MIN_UNACKED`] datagrams must be outstanding, so that a lost tail
+//! datagram or heartbeat is no failure.
 //! `grace = max(STALL_RTTS × min RTT, STALL_FLOOR)` absorbs the queue model's errors and
 //! the rotation of piggybacked path acks. With paths of 40 and 60 ms RTT and 130 ms of
 //! queue this declares a blackholed path about 200 ms after it fails, where the receive
@@ -37,6 +39,11 @@ pub const STALL_RTTS: u32 = 2;
 /// The least grace, for paths of a few milliseconds' RTT: piggybacked path acks rotate
 /// over the paths, and the queue model errs by a few packets' transmission time.
 pub const STALL_FLOOR: Duration = Duration::from_millis(60);
+
+/// Datagrams that must be outstanding before a path can be declared stalled: one lost
+/// datagram at the tail of a burst, or a lost heartbeat on an idle path, leaves a single
+/// overdue datagram and no failure (the next heartbeat settles it).
+pub const STALL_MIN_UNACKED: u32 = 3;
 
 /// One path's failure state as the sender sees it.
 #[derive(Clone, Copy, Debug, Default)]

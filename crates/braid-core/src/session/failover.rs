@@ -82,7 +82,9 @@ impl Session {
         }
         for p in 0..self.paths.len() {
             let path = &self.paths[p];
-            if !path.is_live() {
+            if !path.is_live()
+                || path.unacked_datagrams() < crate::path::liveness::STALL_MIN_UNACKED
+            {
                 continue;
             }
             let Some(oldest) = path.oldest_unacked_arrival() else {
