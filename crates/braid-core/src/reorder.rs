@@ -85,6 +85,8 @@ pub struct Resequencer {
     ready: VecDeque<Vec<u8>>,
     pool: Vec<Vec<u8>>,
     stats: ReorderStats,
+    /// Cleared while a resent packet is inserted: it says nothing about reordering.
+    sampling: bool,
 }
 
 impl Resequencer {
@@ -111,6 +113,7 @@ impl Resequencer {
             ready: VecDeque::new(),
             pool: Vec::new(),
             stats: ReorderStats::default(),
+            sampling: true,
         }
     }
 
@@ -172,7 +175,7 @@ impl Resequencer {
             }
             self.delivered[i] = true;
             self.stats.late_delivered += 1;
-            if let Some(at) = self.last_skip_at {
+            if let Some(at) = self.last_skip_at.filter(|_| self.sampling) {
                 let late = self.hole_timeout.current(now) + now.saturating_duration_since(at);
                 self.hole_timeout.sample(now, late);
             }
@@ -191,7 +194,8 @@ impl Resequencer {
                 return Insert::Duplicate;
             }
             // A hole filled: the oldest packet behind it waited this long.
-            if let Some(&(at, _)) = self.waiting.iter().find(|&&(_, s)| self.is_waiting(s)) {
+            let oldest = self.waiting.iter().find(|&&(_, s)| self.is_waiting(s));
+            if let Some(&(at, _)) = oldest.filter(|_| self.sampling) {
                 self.hole_timeout
                     .sample(now, now.saturating_duration_since(at));
             }
@@ -228,6 +232,17 @@ impl Resequencer {
         self.stats.buffered += 1;
         self.trim_waiting();
         Insert::Buffered
+    }
+
+    /// Hands over a packet the sender sent again after a later-numbered one (its path
+    /// failed, or a retransmission): like [`Resequencer::insert`], but how late it is, or
+    /// how long the packets behind its hole waited, measures the resend, not the paths'
+    /// reordering, so the adaptive hole timeout takes no sample from it.
+    pub fn insert_resent(&mut self, now: Instant, seq: u32, payload: &[u8]) -> Insert {
+        self.sampling = false;
+        let r = self.insert(now, seq, payload);
+        self.sampling = true;
+        r
     }
 
     /// Drops timer entries of packets that no longer wait, from the front.

@@ -15,6 +15,7 @@ use crate::reorder::{Insert, Resequencer};
 use crate::sched::Scheduler;
 use crate::{Config, Event, Instant, PathConfig, PathId, Role, SessionStats};
 
+mod failover;
 mod schedule;
 
 pub use schedule::Prediction;
@@ -91,6 +92,8 @@ pub struct Session {
     /// New loss estimates arrived: re-evaluate the loss guard before scheduling.
     guard_due: bool,
     send_queue: VecDeque<(u32, Vec<u8>)>,
+    /// Data packets sent, kept for resending when their path fails.
+    failover: failover::ResendRing,
     pool: Vec<Vec<u8>>,
     next_data_seq: u32,
     reseq: Resequencer,
@@ -99,6 +102,9 @@ pub struct Session {
     delay_base: Option<u32>,
     /// Highest data sequence number received from the peer (our ack).
     highest_rx_data: Option<u32>,
+    /// Send timestamp of the newest data packet received: a packet numbered below the
+    /// highest but sent after it is a resend, not reordering.
+    newest_rx_sent: Option<u32>,
     next_report_at: Instant,
     rx_since_report: bool,
     /// Gateway: the server's config has arrived. Server: always true.
@@ -158,8 +164,10 @@ impl Session {
             paths: list,
             index,
             pool: Vec::new(),
+            failover: failover::ResendRing::default(),
             next_data_seq: 0,
             highest_rx_data: None,
+            newest_rx_sent: None,
             delay_base: None,
             rx_since_report: false,
             config_due: None,
@@ -293,7 +301,8 @@ impl Session {
         match d.message {
             Message::Data { seq, payload } => {
                 self.note_arrival(now, path, seq, payload);
-                self.accept_data(now, seq, payload, d.header.unordered);
+                let resent = self.is_resent(seq, d.header.timestamp);
+                self.accept_data(now, seq, payload, d.header.unordered, resent);
             }
             m @ (Message::Coded(_) | Message::Parity(_) | Message::Nack(_)) => {
                 self.accept_repair(now, &m)
@@ -346,14 +355,23 @@ impl Session {
 
     /// A data packet from the peer: to the resequencing buffer (or straight out, when
     /// `unordered`), and to the loss-recovery method (decoders keep it).
-    fn accept_data(&mut self, now: Instant, seq: u32, payload: &[u8], unordered: bool) {
+    fn accept_data(
+        &mut self,
+        now: Instant,
+        seq: u32,
+        payload: &[u8],
+        unordered: bool,
+        resent: bool,
+    ) {
         let mut sink = Accept {
             reseq: &mut self.reseq,
             highest: &mut self.highest_rx_data,
             recovered: &mut self.stats.recovered,
             now,
         };
-        if unordered {
+        if resent {
+            sink.reseq.insert_resent(now, seq, payload);
+        } else if unordered {
             sink.note_highest(seq);
             sink.reseq.insert_unordered(now, seq, payload);
         } else {
@@ -483,7 +501,12 @@ impl Session {
         buf: &mut [u8],
         unordered: bool,
     ) -> Option<Transmit> {
-        let path_ack = self.take_path_ack();
+        // A control datagram with no fresh path ack to carry repeats its own path's: the
+        // fresh ones may have gone out on a path that has just failed, and this one is how
+        // the peer learns that the path it travels on still delivers (`path/liveness.rs`).
+        let path_ack = self
+            .take_path_ack()
+            .or_else(|| (kind == SentKind::Control).then(|| self.paths[pi].path_ack())?);
         let probe = Datagram {
             header: Header {
                 session_id: 0,
@@ -661,7 +684,10 @@ impl Session {
         consider(self.ack_pending_since.map(|t| t + self.config.ack_delay));
         for p in &self.paths {
             consider(Some(self.heartbeat_due(p)));
-            consider(p.liveness_deadline(self.created, self.config.path_timeout));
+        }
+        for i in 0..self.paths.len() {
+            let timeout = self.silence_timeout(i);
+            consider(self.paths[i].liveness_deadline(self.created, timeout));
         }
         (next != Instant::MAX).then_some(next)
     }
@@ -673,7 +699,8 @@ impl Session {
         self.reseq.handle_timeout(now);
         self.recovery.handle_timeout(now);
         for i in 0..self.paths.len() {
-            if self.paths[i].check_liveness(now, self.created, self.config.path_timeout) {
+            let timeout = self.silence_timeout(i);
+            if self.paths[i].check_liveness(now, self.created, timeout) {
                 let id = self.paths[i].id();
                 self.push_event(Event::PathDown(id));
             }
@@ -688,6 +715,7 @@ impl Session {
     /// Counters and current estimates.
     pub fn stats(&self) -> SessionStats {
         let mut s = self.stats.clone();
+        s.failover_resent = self.failover.resent;
         s.paths = self.paths.iter().map(|p| p.stats(self.last_now)).collect();
         s.reorder = self.reseq.stats();
         s.flows = self.scheduling.flows.stats();

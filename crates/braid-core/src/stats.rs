@@ -13,6 +13,10 @@ pub struct PathStats {
     pub usable: bool,
     /// Set aside by the loss guard.
     pub loss_guarded: bool,
+    /// Times the path was declared failed because its acknowledgements stalled while
+    /// other paths delivered, and times it was revived (oSCTP §IV-E).
+    pub tx_stalls: u64,
+    pub tx_revivals: u64,
     /// We hear it.
     pub rx_live: bool,
     pub tx_packets: u64,
@@ -70,6 +74,9 @@ pub struct SessionStats {
     pub repair_sent: u64,
     /// Data packets recovered from repair datagrams.
     pub recovered: u64,
+    /// Data packets put back in the send queue because the path they went on failed
+    /// before the peer acknowledged them (see `session/failover.rs`).
+    pub failover_resent: u64,
     pub reports_sent: u64,
     pub reports_received: u64,
     /// Events not pulled before the event queue filled.

@@ -7,12 +7,15 @@
 //! - [`delay`]: propagation delay plus clock skew (receiver side, §4.3).
 //! - [`loss`]: loss-rate EWMA over path sequence numbers (receiver side, §4.1).
 //! - [`rtt`]: round-trip time from report echoes.
+//! - [`liveness`]: fast failure detection from stalled acknowledgements, and revival
+//!   (oSCTP §IV-E).
 //!
 //! Receiver-side estimates travel to the sender in reports (docs/wire.md, "Report"); the
 //! sender's [`Path`] holds the latest of them for its schedulers and loss recovery.
 
 pub mod capacity;
 pub mod delay;
+pub mod liveness;
 
 /// Datagrams whose predicted wait is remembered for queue-model corrections.
 pub const SENT_RING: usize = 1024;
@@ -34,6 +37,7 @@ use crate::{Instant, PathConfig, PathId};
 
 use capacity::CapacityEstimator;
 use delay::DelayEstimator;
+use liveness::TxLiveness;
 use loss::LossEstimator;
 use queue::{transmission_time, QueueEstimate};
 use rtt::RttEstimator;
@@ -60,6 +64,8 @@ struct TxState {
     peer_live: bool,
     /// Set aside by the loss guard.
     loss_guarded: bool,
+    /// Declared failed by stalled acknowledgements ([`liveness`]).
+    liveness: TxLiveness,
     /// Long-term loss rate of our direction, from the peer's acknowledgements.
     long_loss: f64,
     /// The peer's latest report of the highest path sequence number it received.
@@ -118,6 +124,7 @@ impl Path {
                 rtt: RttEstimator::default(),
                 peer_live: true,
                 loss_guarded: false,
+                liveness: TxLiveness::default(),
                 long_loss: 0.0,
                 peer_highest_seq: None,
                 peer_received: 0,
@@ -154,10 +161,66 @@ impl Path {
         self.id
     }
 
-    /// Whether the path works both ways: we hear it, and the peer has not reported that it
-    /// no longer hears it.
+    /// Whether the path works both ways: we hear it, the peer has not reported that it
+    /// no longer hears it, and its acknowledgements have not stalled ([`liveness`]).
     pub fn is_live(&self) -> bool {
-        self.rx.live && self.tx.peer_live
+        self.rx.live && self.tx.peer_live && !self.tx.liveness.is_stalled()
+    }
+
+    /// Failure detection state of the direction we send on.
+    pub fn liveness(&self) -> &TxLiveness {
+        &self.tx.liveness
+    }
+
+    /// PluriBus §4.3's predicted arrival of our datagram `seq`, if it is still remembered:
+    /// its send instant plus the queue wait the model (as corrected since) gives it plus
+    /// `d + δ`, in µs on the sender's clock shifted by the relative `d + δ` (comparable
+    /// across paths, see [`liveness`]).
+    pub fn predicted_arrival(&self, seq: u32) -> Option<i64> {
+        let &(s, sent, predicted, shifted) = self.tx.sent_ring.get(seq as usize % SENT_RING)?;
+        if s != seq {
+            return None;
+        }
+        let since = self.tx.queue.shifted_us() - shifted;
+        let wait = (predicted.as_micros() as i64 + since).max(0);
+        Some(sent.as_micros() as i64 + wait + self.tx.delay_skew.unwrap_or(0))
+    }
+
+    /// The predicted arrival of the oldest datagram the peer has not acknowledged yet;
+    /// `None` when everything sent was acknowledged (or is no longer remembered).
+    pub fn oldest_unacked_arrival(&self) -> Option<i64> {
+        if self.unacked_datagrams() == 0 {
+            return None;
+        }
+        self.predicted_arrival(self.tx.peer_highest_seq.map_or(0, |h| h.wrapping_add(1)))
+    }
+
+    /// Path sequence number of the newest datagram the peer acknowledged.
+    pub fn peer_highest_seq(&self) -> Option<u32> {
+        self.tx.peer_highest_seq
+    }
+
+    /// Declares the path failed (its acknowledgements stalled): it stops being live.
+    pub(crate) fn declare_stalled(&mut self, now: Instant) {
+        self.tx.liveness.declare_stalled(now);
+    }
+
+    /// Feeds the failure detector `acked` newly acknowledged datagrams, the newest `highest`.
+    /// Returns true when this revived the path; its queue estimate starts afresh then (what
+    /// was queued when it failed is gone).
+    pub(crate) fn on_liveness_ack(&mut self, now: Instant, acked: u32, highest: u32) -> bool {
+        let arrival = self.predicted_arrival(highest);
+        let sent = self
+            .tx
+            .sent_ring
+            .get(highest as usize % SENT_RING)
+            .filter(|e| e.0 == highest)
+            .map(|e| e.1);
+        let revived = self.tx.liveness.on_ack(acked, sent, arrival);
+        if revived {
+            self.tx.queue.reset(now);
+        }
+        revived
     }
 
     /// Whether schedulers should put new packets on this path: it is live and the loss
@@ -243,6 +306,11 @@ impl Path {
             Some(h) => self.tx.next_seq.wrapping_sub(h.wrapping_add(1)),
             None => self.tx.next_seq,
         }
+    }
+
+    /// Path sequence number of the latest datagram sent on the path.
+    pub(crate) fn last_seq_sent(&self) -> u32 {
+        self.tx.next_seq.wrapping_sub(1)
     }
 
     /// When we last sent on the path.
@@ -502,6 +570,8 @@ impl Path {
             id: self.id,
             usable: self.is_usable(),
             loss_guarded: self.tx.loss_guarded,
+            tx_stalls: self.tx.liveness.stalls(),
+            tx_revivals: self.tx.liveness.revivals(),
             rx_live: self.rx.live,
             tx_packets: self.tx.packets,
             tx_bytes: self.tx.bytes,

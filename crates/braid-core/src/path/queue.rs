@@ -81,6 +81,15 @@ impl QueueEstimate {
         }
     }
 
+    /// Starts afresh at `now` with an empty queue (a path that failed and came back: what
+    /// was queued is gone). Counted as a correction, so predictions made before stay
+    /// comparable.
+    pub fn reset(&mut self, now: Instant) {
+        let before = self.drain_at;
+        self.drain_at = now;
+        self.shifted_us += self.drain_at.as_micros() as i64 - before.as_micros() as i64;
+    }
+
     /// Accounts for a datagram of `wire_bytes` (including the encapsulation's headers) sent at
     /// `now` on a path of `capacity_bps`.
     pub fn on_send(&mut self, now: Instant, wire_bytes: usize, capacity_bps: u64) {

@@ -150,7 +150,11 @@ impl Session {
                 return t;
             }
         }
-        self.recycle(packet);
+        if t.is_some() {
+            self.keep_sent(pi, seq, packet);
+        } else {
+            self.recycle(packet);
+        }
         t
     }
 
@@ -230,6 +234,7 @@ impl Session {
                 s.on_feedback(now, id, acked, lost);
             }
         }
+        self.on_liveness_ack(now, pi, acked, highest);
     }
 
     /// Records a data packet that arrived from the peer on `path`: the flow table learns
@@ -267,7 +272,7 @@ impl Session {
             .collect()
     }
 
-    fn recycle(&mut self, packet: Vec<u8>) {
+    pub(super) fn recycle(&mut self, packet: Vec<u8>) {
         if self.pool.len() < super::MAX_POOL {
             self.pool.push(packet);
         }

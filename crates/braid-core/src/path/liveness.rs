@@ -1,0 +1,173 @@
+//! Fast path-failure detection and revival (oSCTP §IV-E, "Resilience to Path Failure").
+//!
+//! oSCTP declares a path failed on its first retransmission timeout instead of stock
+//! SCTP's four, and revives it when a heartbeat (every second) or any outstanding packet
+//! is acknowledged on it. braid has no per-path retransmission timer, so the failure rule
+//! is stated on what the sender does have, the peer's per-path acknowledgements:
+//!
+//! > a path is *stalled* when its oldest unacknowledged datagram should have reached the
+//! > peer more than `grace` before the newest datagram the peer has since acknowledged on
+//! > another path.
+//!
+//! Arrivals are the sender's predictions of PluriBus §4.3, `sent + queue wait + (d + δ)`
+//! (the queue wait as the model, corrected since, now sees it), so paths of different delay
+//! and queue compare fairly, and the clock skew in `d + δ` cancels. Comparing with another
+//! path's *acknowledged* datagram, not with a timer, makes the rule immune to slow
+//! feedback: reports and path acks for both paths come back on the same return paths, so
+//! a congested or slow return direction delays the evidence for both alike, and nothing is
+//! declared while the peer is silent on every path (a single path never stalls).
+//! At least [`STALL_MIN_UNACKED`] datagrams must be outstanding, so that a lost tail
+//! datagram or heartbeat is no failure.
+//! `grace = max(STALL_RTTS × min RTT, STALL_FLOOR)` absorbs the queue model's errors and
+//! the rotation of piggybacked path acks. With paths of 40 and 60 ms RTT and 130 ms of
+//! queue this declares a blackholed path about 200 ms after it fails, where the receive
+//! side's path timeout (500 ms of silence) would take over half a second more.
+//!
+//! A stalled path counts as not live (schedulers, reports and acks avoid it), the data in
+//! flight on it is resent on the live paths (see `session/failover.rs`), and heartbeats,
+//! which go on every path idle for the heartbeat interval (100 ms rather than oSCTP's 1 s),
+//! probe it. The first acknowledgement of a datagram sent on it since it was declared stalled (a
+//! probe) revives it, with its queue
+//! estimate reset: what was queued when it failed is gone.
+
+use std::time::Duration;
+
+use crate::Instant;
+
+/// A stalled path's grace in multiples of its minimum RTT.
+pub const STALL_RTTS: u32 = 2;
+/// The least grace, for paths of a few milliseconds' RTT: piggybacked path acks rotate
+/// over the paths, and the queue model errs by a few packets' transmission time.
+pub const STALL_FLOOR: Duration = Duration::from_millis(60);
+
+/// Datagrams that must be outstanding before a path can be declared stalled: one lost
+/// datagram at the tail of a burst, or a lost heartbeat on an idle path, leaves a single
+/// overdue datagram and no failure (the next heartbeat settles it).
+pub const STALL_MIN_UNACKED: u32 = 3;
+
+/// One path's failure state as the sender sees it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TxLiveness {
+    /// Declared stalled at this instant, until revived.
+    stalled_since: Option<Instant>,
+    /// Predicted arrival (µs, sender's clock plus the relative `d + δ`) of the newest
+    /// datagram the peer acknowledged on this path.
+    newest_acked_arrival: Option<i64>,
+    /// Times the path was declared stalled, and revived.
+    stalls: u64,
+    revivals: u64,
+}
+
+impl TxLiveness {
+    /// Whether the path is declared stalled.
+    pub fn is_stalled(&self) -> bool {
+        self.stalled_since.is_some()
+    }
+
+    /// When the path was declared stalled.
+    pub fn stalled_since(&self) -> Option<Instant> {
+        self.stalled_since
+    }
+
+    /// Predicted arrival of the newest datagram the peer acknowledged on the path.
+    pub fn newest_acked_arrival(&self) -> Option<i64> {
+        self.newest_acked_arrival
+    }
+
+    /// Times declared stalled.
+    pub fn stalls(&self) -> u64 {
+        self.stalls
+    }
+
+    /// Times revived.
+    pub fn revivals(&self) -> u64 {
+        self.revivals
+    }
+
+    /// The peer acknowledged `acked` more datagrams, the newest of them sent at `sent` and
+    /// predicted to have arrived at `arrival`. Returns true when this revives a stalled
+    /// path: only a datagram sent since the path was declared stalled (a probe) does; a
+    /// late acknowledgement of older ones says nothing about the path now.
+    pub(crate) fn on_ack(
+        &mut self,
+        acked: u32,
+        sent: Option<Instant>,
+        arrival: Option<i64>,
+    ) -> bool {
+        if acked == 0 {
+            return false;
+        }
+        if let Some(a) = arrival {
+            self.newest_acked_arrival = Some(self.newest_acked_arrival.map_or(a, |n| n.max(a)));
+        }
+        match (self.stalled_since, sent) {
+            (Some(since), Some(sent)) if sent >= since => {
+                self.stalled_since = None;
+                self.revivals += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub(crate) fn declare_stalled(&mut self, now: Instant) {
+        if self.stalled_since.is_none() {
+            self.stalled_since = Some(now);
+            self.stalls += 1;
+        }
+    }
+}
+
+/// The grace of a path whose minimum RTT is `min_rtt` (unknown: the floor).
+pub fn grace(min_rtt: Option<Duration>) -> Duration {
+    min_rtt.map_or(STALL_FLOOR, |r| (r * STALL_RTTS).max(STALL_FLOOR))
+}
+
+/// Whether a path whose oldest unacknowledged datagram was predicted to arrive at
+/// `oldest_arrival` is stalled, given the newest acknowledged arrival on any *other* live
+/// path, `others_newest` (µs, same scale), and the path's `grace`.
+pub fn is_overdue(oldest_arrival: i64, others_newest: Option<i64>, grace: Duration) -> bool {
+    let grace = i64::try_from(grace.as_micros()).unwrap_or(i64::MAX / 2);
+    others_newest.is_some_and(|n| n > oldest_arrival.saturating_add(grace))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overdue_only_against_later_evidence_beyond_the_grace() {
+        let g = grace(Some(Duration::from_millis(40)));
+        assert_eq!(g, Duration::from_millis(80));
+        assert_eq!(grace(Some(Duration::from_millis(5))), STALL_FLOOR);
+        assert_eq!(grace(None), STALL_FLOOR);
+        // Oldest unacked due at 1.000 s; the other path's newest ack arrived at 1.080 s:
+        // within the grace. At 1.081 s: overdue.
+        assert!(!is_overdue(1_000_000, Some(1_080_000), g));
+        assert!(is_overdue(1_000_000, Some(1_080_001), g));
+        // No other path delivers: never overdue.
+        assert!(!is_overdue(1_000_000, None, g));
+    }
+
+    #[test]
+    fn first_ack_revives_and_counts() {
+        let mut l = TxLiveness::default();
+        let t = Instant::from_millis;
+        assert!(!l.on_ack(0, Some(t(1)), Some(5)));
+        l.declare_stalled(t(10));
+        l.declare_stalled(t(20));
+        assert_eq!(l.stalled_since(), Some(t(10)));
+        assert!(l.is_stalled());
+        assert!(!l.on_ack(0, Some(t(30)), None));
+        // A late ack of a datagram sent before the stall: still stalled.
+        assert!(!l.on_ack(3, Some(t(9)), Some(6)));
+        assert!(l.is_stalled());
+        // The ack of a probe sent since: revived.
+        assert!(l.on_ack(1, Some(t(10)), Some(7)));
+        assert!(!l.is_stalled());
+        assert_eq!((l.stalls(), l.revivals()), (1, 1));
+        assert_eq!(l.newest_acked_arrival(), Some(7));
+        l.on_ack(1, Some(t(40)), Some(3));
+        assert_eq!(l.newest_acked_arrival(), Some(7));
+    }
+}

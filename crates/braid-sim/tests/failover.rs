@@ -1,0 +1,110 @@
+//! A path blackholed under a bulk download (oSCTP §IV-E, Fig 11; the simulated counterpart
+//! of `braid bench lab-failover`): braid notices within a few hundred milliseconds of
+//! virtual time, resends what was in flight on it, keeps the download going on the other
+//! path, and takes the path back when it returns.
+
+use std::path::Path;
+
+use braid_sim::{run, Report, Scenario, TraceCache};
+
+/// Paths of 10 Mbit/s, 40 and 60 ms RTT (the lab's); `a` is blackholed both ways from 5 s
+/// for `outage_s`.
+fn scenario(outage_s: f64, duration_s: f64) -> Scenario {
+    let text = format!(
+        r#"
+duration_s = {duration_s}
+seed = 7
+[engine]
+scheduler = "delay-based"
+[[path]]
+name = "a"
+up = {{ rate_mbps = 10, delay_ms = 20, blackouts = [{{ start_s = 5, duration_s = {outage_s} }}] }}
+down = {{ rate_mbps = 10, delay_ms = 20, blackouts = [{{ start_s = 5, duration_s = {outage_s} }}] }}
+[[path]]
+name = "b"
+up = {{ rate_mbps = 10, delay_ms = 30 }}
+down = {{ rate_mbps = 10, delay_ms = 30 }}
+[[workload]]
+kind = "bulk"
+sample_ms = 50
+"#
+    );
+    Scenario::parse(&text, "failover", Path::new("."), &mut TraceCache::new())
+        .expect("the scenario parses")
+}
+
+fn series(r: &Report) -> &[f64] {
+    &r.workloads[0]
+        .bulk
+        .as_ref()
+        .expect("a bulk workload")
+        .goodput_mbps_series
+}
+
+/// TCP payload rate of path `b` alone: 1360 of every 1452 bytes on the wire.
+const SURVIVING_MBPS: f64 = 10.0 * 1360.0 / 1452.0;
+const FAIL_BIN: usize = 100;
+
+#[test]
+fn a_blackholed_path_is_left_within_a_few_hundred_ms_of_virtual_time() {
+    let r = run(&scenario(100.0, 8.0), &mut TraceCache::new(), None).unwrap();
+    let g = series(&r);
+    assert!(
+        g[FAIL_BIN - 20..FAIL_BIN].iter().sum::<f64>() / 20.0 > 1.5 * SURVIVING_MBPS,
+        "both paths in use before the failure: {:?}",
+        &g[FAIL_BIN - 20..FAIL_BIN]
+    );
+    // The first 50 ms bin back at half the surviving path's rate comes within 300 ms
+    // (without failover detection the 500 ms path timeout and the inner TCP's
+    // retransmission timeout left it empty for about a second).
+    let back = g[FAIL_BIN..]
+        .iter()
+        .position(|&m| m >= SURVIVING_MBPS / 2.0)
+        .expect("goodput never came back");
+    assert!(
+        back * 50 <= 300,
+        "first good bin {} ms after the failure: {:?}",
+        back * 50,
+        &g[FAIL_BIN..FAIL_BIN + 30]
+    );
+    // Over the first half second the download gets at least half of the surviving rate.
+    let first = g[FAIL_BIN..FAIL_BIN + 10].iter().sum::<f64>() / 10.0;
+    assert!(
+        first >= SURVIVING_MBPS / 2.0,
+        "{first} Mbit/s in the first 500 ms"
+    );
+    // The server declared the path failed by its stalled acknowledgements, resent what was
+    // in flight on it, and never took it back (it never came back).
+    let server = r.server.as_ref().unwrap();
+    let a = &server.paths[0];
+    assert_eq!((a.tx_stalls, a.tx_revivals), (1, 0));
+    assert!(!a.usable && server.paths[1].usable);
+    assert!(server.failover_resent > 20, "{}", server.failover_resent);
+    // Settles at the surviving path's rate.
+    let tail = &g[g.len() - 20..];
+    let settled = tail.iter().sum::<f64>() / tail.len() as f64;
+    assert!(
+        settled > 0.9 * SURVIVING_MBPS,
+        "settled at {settled} Mbit/s"
+    );
+}
+
+#[test]
+fn a_path_that_comes_back_is_taken_back() {
+    let r = run(&scenario(1.0, 10.0), &mut TraceCache::new(), None).unwrap();
+    for side in [r.server.as_ref().unwrap(), r.gateway.as_ref().unwrap()] {
+        let a = &side.paths[0];
+        assert!(a.usable, "path a usable again: {a:?}");
+    }
+    let a = &r.server.as_ref().unwrap().paths[0];
+    assert_eq!((a.tx_stalls, a.tx_revivals), (1, 1));
+}
+
+#[test]
+fn failover_is_deterministic() {
+    let json = |s: &Scenario| {
+        serde_json::to_string(&run(s, &mut TraceCache::new(), None).unwrap()).unwrap()
+    };
+    let s = scenario(1.0, 7.0);
+    assert_eq!(json(&s), json(&s));
+}
