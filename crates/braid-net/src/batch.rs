@@ -6,6 +6,9 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use braid_secure::SealKey;
+
+use crate::crypto::{CryptoPool, SharedPtr};
 use crate::udp::UdpPath;
 
 /// Largest GSO run, bytes (the kernel's limit is 64 KB including headers).
@@ -45,17 +48,29 @@ struct Run {
     touched: u64,
 }
 
+/// A datagram in a run whose header is written but whose encryption is still to do.
+struct PendingSeal {
+    run: usize,
+    start: usize,
+    len: usize,
+    key: SealKey,
+}
+
 /// The open GSO runs.
 pub struct TxBatches {
     runs: Vec<Run>,
     clock: u64,
     max_segments: usize,
+    /// Datagrams to encrypt before their run leaves: all at once, on two threads.
+    pending: Vec<PendingSeal>,
+    crypto: Option<CryptoPool>,
     pub stats: TxStats,
 }
 
 impl TxBatches {
-    /// Runs of at most `max_segments` datagrams.
-    pub fn new(max_segments: usize) -> TxBatches {
+    /// Runs of at most `max_segments` datagrams; datagrams committed with
+    /// [`TxBatches::commit_sealing`] are encrypted on `crypto`'s two threads (or inline).
+    pub fn new(max_segments: usize, crypto: Option<CryptoPool>) -> TxBatches {
         TxBatches {
             runs: (0..RUNS)
                 .map(|_| Run {
@@ -70,6 +85,8 @@ impl TxBatches {
                 .collect(),
             clock: 0,
             max_segments: max_segments.max(1),
+            pending: Vec::with_capacity(RUNS * 64),
+            crypto,
             stats: TxStats::default(),
         }
     }
@@ -127,14 +144,62 @@ impl TxBatches {
         r.count += 1;
     }
 
+    /// Records the datagram written into the last [`TxBatches::slot`] for `dest`, whose
+    /// header `seal_deferred` wrote: `key` encrypts it before its run is sent.
+    pub fn commit_sealing(&mut self, dest: Dest, len: usize, key: SealKey) {
+        let Some(run) = self.runs.iter().position(|r| r.dest == Some(dest)) else {
+            return;
+        };
+        let start = self.runs[run].used;
+        self.commit(dest, len);
+        self.pending.push(PendingSeal {
+            run,
+            start,
+            len,
+            key,
+        });
+    }
+
+    /// Encrypts every pending datagram, on both threads when there is a crypto thread.
+    fn seal_pending(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let mut bases = [SharedPtr(std::ptr::null_mut::<u8>()); RUNS];
+        for (b, r) in bases.iter_mut().zip(&mut self.runs) {
+            *b = SharedPtr(r.buf.as_mut_ptr());
+        }
+        let pending = &self.pending;
+        let seal = move |i: usize| {
+            let p = &pending[i];
+            // SAFETY: each pending datagram is its own range `start..start + len` of its
+            // run's buffer (ranges of one run follow each other and lie within its
+            // `RUN_BYTES`, checked when the slot was handed out); the buffers are not
+            // touched otherwise until `run` returns.
+            let d =
+                unsafe { std::slice::from_raw_parts_mut(bases[p.run].get().add(p.start), p.len) };
+            // Cannot fail: `seal_deferred` checked the length.
+            let _ = p.key.seal(d);
+        };
+        match self.crypto.as_mut() {
+            Some(pool) => pool.run(pending.len(), &seal),
+            None => (0..pending.len()).for_each(seal),
+        }
+        self.pending.clear();
+    }
+
     /// Sends every open run.
     pub fn flush(&mut self, sockets: &[Option<UdpPath>]) {
+        self.seal_pending();
         for i in 0..self.runs.len() {
             self.send(i, sockets);
         }
     }
 
     fn send(&mut self, i: usize, sockets: &[Option<UdpPath>]) {
+        if self.pending.iter().any(|p| p.run == i) {
+            self.seal_pending();
+        }
         let r = &mut self.runs[i];
         let Some(dest) = r.dest.take() else {
             return;

@@ -19,8 +19,9 @@ use mio::{Events, Interest, Poll, Token};
 use crate::batch::{Dest, TxBatches};
 use crate::clock::Clock;
 use crate::config::{self, Binding, GatewayConfig};
+use crate::crypto::{CryptoPool, RxOpen};
 use crate::links::LinkWatch;
-use crate::secure::{GatewaySecurity, Opened};
+use crate::secure::{Deferred, GatewaySecurity, Opened};
 use crate::status::{self, Drops, PathStatus, RateMeter, SessionStatus, Shared, Status};
 use crate::tun::Tun;
 use crate::udp::{RxBatch, UdpPath};
@@ -67,6 +68,8 @@ pub struct Gateway {
     sec: GatewaySecurity,
     tx: TxBatches,
     rx: RxBatch,
+    /// Received data waiting for its AEAD (on two threads).
+    rx_open: RxOpen<PathId>,
     scratch: Vec<u8>,
     deliver: Vec<u8>,
     last_rx: Instant,
@@ -144,8 +147,9 @@ impl Gateway {
             session,
             session_started: now,
             sec,
-            tx: TxBatches::new(64),
+            tx: TxBatches::new(64, crypto_pool(&cfg, "braid-seal")?),
             rx: RxBatch::new(),
+            rx_open: RxOpen::new(crypto_pool(&cfg, "braid-open")?),
             scratch,
             deliver: Vec::with_capacity(usize::from(mtu) + 64),
             last_rx: now,
@@ -301,18 +305,41 @@ impl Gateway {
                 }
             };
             self.udp_recvs += 1;
+            let mut ro = std::mem::take(&mut self.rx_open);
             for g in 0..n {
-                let (meta, bytes) = rx.group(g);
+                let (meta, range) = rx.group_range(g);
                 if self.cfg.plaintext && meta.addr != self.cfg.server_endpoint {
                     self.drops.unknown_session += 1;
                     continue;
                 }
                 let stride = meta.stride.max(1);
-                for d in bytes.chunks_mut(stride) {
+                let mut start = range.start;
+                while start < range.end {
+                    let end = (start + stride).min(range.end);
                     self.udp_rx_datagrams += 1;
-                    self.receive(now, path, d);
+                    let d = &mut rx.bytes_mut()[start..end];
+                    // The one place received datagrams are opened: checked here, decrypted
+                    // below for the whole batch at once, finished in arrival order.
+                    match self.sec.open_deferred(now, path, d) {
+                        Ok(Deferred::Ready(o)) => self.receive(now, path, d, Ok(o)),
+                        Ok(Deferred::Open { key, header }) => {
+                            ro.push(path, start..end, key, header)
+                        }
+                        Err(e) => self.receive(now, path, d, Err(e)),
+                    }
+                    start = end;
                 }
             }
+            if !ro.is_empty() {
+                ro.open_all(rx.bytes_mut());
+                for k in 0..ro.len() {
+                    let (path, range, result) = ro.result(k);
+                    let opened = self.sec.finish_open(now, result);
+                    self.receive(now, path, &mut rx.bytes_mut()[range], opened);
+                }
+                ro.clear();
+            }
+            self.rx_open = ro;
             self.deliver_quiet();
             self.transmit(now);
         }
@@ -320,9 +347,15 @@ impl Gateway {
         more
     }
 
-    /// One datagram from uplink `path`: the one place received datagrams are opened.
-    fn receive(&mut self, now: Instant, path: PathId, d: &mut [u8]) {
-        match self.sec.open(now, path, d) {
+    /// One datagram from uplink `path`, opened (or not) by the security layer.
+    fn receive(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        d: &mut [u8],
+        opened: Result<Opened, braid_secure::Dropped>,
+    ) {
+        match opened {
             Ok(Opened::Data { range, .. }) => {
                 let Some(session) = self.session.as_mut() else {
                     self.drops.unknown_session += 1;
@@ -427,9 +460,11 @@ impl Gateway {
                 let slot = self.tx.slot(dest, t.len + overhead, &self.sockets);
                 let n = (headroom + t.len).min(slot.len());
                 slot[..n].copy_from_slice(&self.scratch[..n]);
-                // The one place outgoing datagrams are sealed.
-                match self.sec.seal(now, t.path, slot, t.len) {
-                    Some(n) => self.tx.commit(dest, n),
+                // The one place outgoing datagrams are sealed: counter and header now, the
+                // encryption with the rest of the batch before it is sent.
+                match self.sec.seal_deferred(now, t.path, slot, t.len) {
+                    Some((n, Some(key))) => self.tx.commit_sealing(dest, n, key),
+                    Some((n, None)) => self.tx.commit(dest, n),
                     None => self.drops.send_errors += 1,
                 }
             }
@@ -657,6 +692,14 @@ impl Gateway {
             *g = s;
         }
     }
+}
+
+/// The crypto thread `name` when the daemon encrypts.
+fn crypto_pool(cfg: &GatewayConfig, name: &str) -> Result<Option<CryptoPool>, DaemonError> {
+    if cfg.plaintext {
+        return Ok(None);
+    }
+    Ok(Some(CryptoPool::new(name)?))
 }
 
 fn new_session(

@@ -120,12 +120,13 @@ use std::ops::Range;
 
 use braid_core::PathId;
 
+pub use envelope::DataHeader;
 pub use envelope::{
     session_id, DATA_HEADER_LEN, DATA_OVERHEAD, MAX_HANDSHAKE_LEN, MAX_HANDSHAKE_PAYLOAD, TAG_LEN,
 };
 pub use gateway::{Gateway, GatewayConfig};
 pub use handshake::NOISE_PARAMS;
-pub use keypair::SealError;
+pub use keypair::{Authenticated, OpenKey, SealError, SealKey};
 pub use keys::{KeyError, PrivateKey, PublicKey};
 pub use rng::Seed;
 pub use server::{Load, Server, ServerConfig, SessionIdPrefix, MAX_PEERS};
@@ -179,6 +180,15 @@ pub enum Received {
     Reply { len: usize },
     /// A handshake message was consumed; poll events and transmits.
     Handshake,
+}
+
+/// What `handle_deferred` made of a received datagram.
+pub enum Deferred {
+    /// Handled completely (a handshake message): as `handle` would have returned.
+    Done(Received),
+    /// A data message that passed the checks before the AEAD: open it with
+    /// `key.open(&header, buf)` (on any thread) and hand the result to `finish_open`.
+    Open { key: OpenKey, header: DataHeader },
 }
 
 /// One datagram the gateway wants sent: `buf[..len]` on `path`.
