@@ -42,6 +42,12 @@ const SNAPSHOT_EVERY: Duration = Duration::from_millis(500);
 /// A configured session that heard nothing for this long starts over with a new hello
 /// (the server restarted and forgot it).
 const SILENCE_RESTART: Duration = Duration::from_secs(10);
+/// With encryption: an established session that heard nothing authenticated from the
+/// server for this long starts a new handshake (at most once per this interval). The
+/// engine's heartbeats are answered every 100 ms per path, so this is 50 missed answers on
+/// every path: the server restarted (it then answers with a new session) or is
+/// unreachable (the handshake retries until it answers).
+const SERVER_SILENCE: Duration = Duration::from_secs(5);
 
 struct Uplink {
     cfg: config::Uplink,
@@ -73,6 +79,8 @@ pub struct Gateway {
     scratch: Vec<u8>,
     deliver: Vec<u8>,
     last_rx: Instant,
+    /// The earliest time the next handshake for [`SERVER_SILENCE`] may start.
+    next_rehandshake: Instant,
     address: Option<(std::net::Ipv4Addr, u8)>,
     drops: Drops,
     udp_recvs: u64,
@@ -153,6 +161,7 @@ impl Gateway {
             scratch,
             deliver: Vec::with_capacity(usize::from(mtu) + 64),
             last_rx: now,
+            next_rehandshake: now,
             address: None,
             drops: Drops::default(),
             udp_recvs: 0,
@@ -223,6 +232,7 @@ impl Gateway {
                 }
             }
             let now = self.clock.now();
+            self.rehandshake_if_silent(now);
             if let GatewaySecurity::Noise(g) = &mut self.sec {
                 g.handle_timeout(now);
             }
@@ -370,6 +380,24 @@ impl Gateway {
             Ok(Opened::Keepalive { .. }) => self.last_rx = now,
             Ok(Opened::Handshake | Opened::Reply(_)) => self.security_events(now),
             Err(e) => crate::secure::count(&mut self.drops, &e),
+        }
+    }
+
+    /// A new handshake after [`SERVER_SILENCE`] without anything from the server.
+    fn rehandshake_if_silent(&mut self, now: Instant) {
+        let GatewaySecurity::Noise(g) = &mut self.sec else {
+            return;
+        };
+        let silent = now.saturating_duration_since(self.last_rx);
+        if self.session.is_none() || silent < SERVER_SILENCE || now < self.next_rehandshake {
+            return;
+        }
+        self.next_rehandshake = now + SERVER_SILENCE;
+        if g.rehandshake(now) {
+            tracing::warn!(
+                silent_s = silent.as_secs(),
+                "nothing heard from the server; handshaking again"
+            );
         }
     }
 

@@ -478,6 +478,22 @@ impl Gateway {
         }
     }
 
+    /// Starts a new handshake now unless one is under way: the daemon calls this when
+    /// nothing authenticated arrived from the server for a while although the session is up
+    /// (WireGuard §6.2 starts one after `KEEPALIVE_TIMEOUT + REKEY_TIMEOUT` without an
+    /// answer; braid's engine hears from the server every heartbeat, so its daemon can ask
+    /// sooner). A server that restarted and forgot the session answers with a new one
+    /// ([`Event::Closed`] with [`CloseReason::Replaced`], then [`Event::Established`]).
+    /// Whether a handshake started.
+    pub fn rehandshake(&mut self, now: Instant) -> bool {
+        let now = self.advance(now);
+        if self.pending.is_some() {
+            return false;
+        }
+        self.start_handshake(now);
+        self.pending.is_some()
+    }
+
     /// The next event, if any.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
