@@ -264,6 +264,7 @@ impl Gateway {
         for _ in 0..BUDGET {
             let n = self.tun.read_batch()?;
             if n == 0 {
+                self.tx.flush(&self.sockets);
                 return Ok(false);
             }
             let Some(session) = self.session.as_mut() else {
@@ -287,8 +288,12 @@ impl Gateway {
                     self.drops.no_route += 1;
                 }
             }
-            self.transmit(now);
+            // GSO runs stay open across reads (a TSO super-packet of 48 datagrams would
+            // otherwise leave as one full run and a short one); they leave when the device
+            // is drained or the budget is spent.
+            self.queue_transmits(now);
         }
+        self.tx.flush(&self.sockets);
         Ok(true)
     }
 
@@ -453,6 +458,12 @@ impl Gateway {
     /// Moves everything the security layer and the engine want to send into GSO runs and
     /// sends them.
     fn transmit(&mut self, now: Instant) {
+        self.queue_transmits(now);
+        self.tx.flush(&self.sockets);
+    }
+
+    /// [`Gateway::transmit`] without sending the runs that are not full yet.
+    fn queue_transmits(&mut self, now: Instant) {
         if let GatewaySecurity::Noise(g) = &mut self.sec {
             while let Some(t) = g.poll_transmit(now, &mut self.scratch) {
                 let i = usize::from(t.path);
@@ -497,7 +508,6 @@ impl Gateway {
                 }
             }
         }
-        self.tx.flush(&self.sockets);
     }
 
     /// Hands delivered inner packets to the TUN device and writes them.

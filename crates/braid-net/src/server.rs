@@ -485,6 +485,7 @@ impl Server {
         for _ in 0..BUDGET {
             let n = self.tun.read_batch()?;
             if n == 0 {
+                self.tx.flush(&self.sockets);
                 return Ok(false);
             }
             for i in 0..n {
@@ -516,13 +517,24 @@ impl Server {
                     self.touched.push(id);
                 }
             }
-            self.output(now);
+            // GSO runs stay open across reads (TCP ACKs come one per read and would
+            // otherwise leave one per sendmsg); they leave when the device is drained or
+            // the budget is spent.
+            self.output_queued(now);
         }
+        self.tx.flush(&self.sockets);
         Ok(true)
     }
 
-    /// Pulls datagrams, deliveries and events out of every session touched this turn.
+    /// Pulls datagrams, deliveries and events out of every session touched this turn, and
+    /// sends.
     fn output(&mut self, now: Instant) {
+        self.output_queued(now);
+        self.tx.flush(&self.sockets);
+    }
+
+    /// [`Server::output`] without sending the GSO runs that are not full yet.
+    fn output_queued(&mut self, now: Instant) {
         self.touched.sort_unstable();
         self.touched.dedup();
         std::mem::swap(&mut self.touched, &mut self.touched_now);
@@ -580,7 +592,6 @@ impl Server {
                 }
             }
         }
-        self.tx.flush(&self.sockets);
     }
 
     /// Without encryption, sessions silent for [`IDLE_EXPIRY`] end (with it, the security
