@@ -3,7 +3,8 @@
 //! ChaCha20-Poly1305 work to [`CryptoPool::run`]: the loop's thread and one crypto thread
 //! take datagrams from a shared atomic index until none is left (work stealing), and the
 //! loop goes on once every datagram is done. Nothing is allocated per batch or per
-//! datagram; the wake-up is one condition-variable notify per batch.
+//! datagram; the wake-up is at most one condition-variable notify per batch (none when the
+//! crypto thread is still awake from the last one).
 //!
 //! Stealing rather than splitting in halves matters on a busy machine: if the crypto thread
 //! is not scheduled in time, the loop's thread does the whole batch itself and waits only
@@ -44,6 +45,10 @@ struct State {
     job: Option<Job>,
     /// The worker is running the current job's items.
     busy: bool,
+    /// The worker waits on `work` (only then does publishing a job cost a wake-up).
+    sleeping: bool,
+    /// `run` waits on `done` (only then does the worker's finish cost a wake-up).
+    waiting: bool,
     stop: bool,
 }
 
@@ -88,6 +93,8 @@ impl CryptoPool {
             state: Mutex::new(State {
                 job: None,
                 busy: false,
+                sleeping: false,
+                waiting: false,
                 stop: false,
             }),
             work: Condvar::new(),
@@ -120,28 +127,33 @@ impl CryptoPool {
             std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(f)
         };
         self.shared.next.store(0, Ordering::Relaxed);
-        {
+        let sleeping = {
             let mut st = self.shared.lock();
             st.job = Some(Job {
                 f: erased,
                 n,
                 generation: self.generation,
             });
+            st.sleeping
+        };
+        if sleeping {
+            self.shared.work.notify_one();
         }
-        self.shared.work.notify_one();
         self.shared.drain(f, n);
         let mut st = self.shared.lock();
         st.job = None;
         while st.busy {
+            st.waiting = true;
             st = self.shared.done.wait(st).unwrap_or_else(|e| e.into_inner());
         }
+        st.waiting = false;
     }
 }
 
 impl Drop for CryptoPool {
     fn drop(&mut self) {
         self.shared.lock().stop = true;
-        self.shared.work.notify_one();
+        self.shared.work.notify_all();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -166,9 +178,15 @@ fn worker(shared: &Shared) {
                 shared.drain(f, job.n);
                 st = shared.lock();
                 st.busy = false;
-                shared.done.notify_one();
+                if st.waiting {
+                    shared.done.notify_one();
+                }
             }
-            _ => st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner()),
+            _ => {
+                st.sleeping = true;
+                st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
+                st.sleeping = false;
+            }
         }
     }
 }
