@@ -103,14 +103,14 @@ pub(crate) struct Keypair {
     paths: PathTable,
 }
 
-/// The sending key of a [`Keypair`], detached from its counters so that the AEAD work of a
+/// The sending key of a session's keys, detached from its counters so that the AEAD work of a
 /// datagram can run on another thread than its bookkeeping (the daemon seals a batch on two
 /// cores). The counter and header were fixed by the endpoint's `seal_deferred`, in order;
 /// this only encrypts. Cloning shares the key (an `Arc`), it does not copy it.
 #[derive(Clone)]
 pub struct SealKey(Arc<LessSafeKey>);
 
-/// The receiving key of a [`Keypair`], detached as [`SealKey`] is: [`OpenKey::open`]
+/// The receiving key of a session's keys, detached as [`SealKey`] is: [`OpenKey::open`]
 /// authenticates and decrypts; the replay window is committed by the endpoint's
 /// `finish_open`, in the daemon's thread, so the window's semantics are unchanged.
 #[derive(Clone)]
