@@ -406,6 +406,37 @@ fn gateway_and_server_carry_tcp_and_udp_over_two_uplinks_and_survive_losing_one(
         "{human}"
     );
 
+    // The server restarts mid-session and forgets it: the gateway, hearing nothing for 5 s,
+    // handshakes again, gets a new session and carries traffic again without a restart.
+    let old_session =
+        status(gw, &gw_sock).expect("gateway status")["sessions"][0]["session_id"].clone();
+    assert!(server.stop(Duration::from_secs(5)), "{}", logs());
+    server = srv
+        .spawn(
+            BRAID,
+            &[
+                "server",
+                "--config",
+                server_config(&d, &gateway_key).to_str().unwrap(),
+            ],
+            &d.join("server-restarted.log"),
+        )
+        .unwrap();
+    let back = testbed::wait_for(Duration::from_secs(20), || {
+        status(gw, &gw_sock).is_some_and(|s| {
+            s["sessions"][0]["established"] == true && s["sessions"][0]["session_id"] != old_session
+        }) && gw
+            .exec("ping", &["-c", "1", "-W", "1", "10.77.0.1"])
+            .is_ok()
+    });
+    assert!(
+        back,
+        "no new session after the server restarted: {:?}\n{}\nrestarted server log:\n{}",
+        status(gw, &gw_sock),
+        logs(),
+        std::fs::read_to_string(d.join("server-restarted.log")).unwrap_or_default()
+    );
+
     // Graceful shutdown: both exit cleanly and take down what they set up.
     assert!(gateway.stop(Duration::from_secs(5)), "{}", logs());
     assert!(server.stop(Duration::from_secs(5)), "{}", logs());

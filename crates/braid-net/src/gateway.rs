@@ -19,8 +19,9 @@ use mio::{Events, Interest, Poll, Token};
 use crate::batch::{Dest, TxBatches};
 use crate::clock::Clock;
 use crate::config::{self, Binding, GatewayConfig};
+use crate::crypto::{CryptoPool, RxOpen};
 use crate::links::LinkWatch;
-use crate::secure::{GatewaySecurity, Opened};
+use crate::secure::{Deferred, GatewaySecurity, Opened};
 use crate::status::{self, Drops, PathStatus, RateMeter, SessionStatus, Shared, Status};
 use crate::tun::Tun;
 use crate::udp::{RxBatch, UdpPath};
@@ -41,6 +42,12 @@ const SNAPSHOT_EVERY: Duration = Duration::from_millis(500);
 /// A configured session that heard nothing for this long starts over with a new hello
 /// (the server restarted and forgot it).
 const SILENCE_RESTART: Duration = Duration::from_secs(10);
+/// With encryption: an established session that heard nothing authenticated from the
+/// server for this long starts a new handshake (at most once per this interval). The
+/// engine's heartbeats are answered every 100 ms per path, so this is 50 missed answers on
+/// every path: the server restarted (it then answers with a new session) or is
+/// unreachable (the handshake retries until it answers).
+const SERVER_SILENCE: Duration = Duration::from_secs(5);
 
 struct Uplink {
     cfg: config::Uplink,
@@ -67,9 +74,13 @@ pub struct Gateway {
     sec: GatewaySecurity,
     tx: TxBatches,
     rx: RxBatch,
+    /// Received data waiting for its AEAD (on two threads).
+    rx_open: RxOpen<PathId>,
     scratch: Vec<u8>,
     deliver: Vec<u8>,
     last_rx: Instant,
+    /// The earliest time the next handshake for [`SERVER_SILENCE`] may start.
+    next_rehandshake: Instant,
     address: Option<(std::net::Ipv4Addr, u8)>,
     drops: Drops,
     udp_recvs: u64,
@@ -144,11 +155,13 @@ impl Gateway {
             session,
             session_started: now,
             sec,
-            tx: TxBatches::new(64),
+            tx: TxBatches::new(64, crypto_pool(&cfg, "braid-seal")?),
             rx: RxBatch::new(),
+            rx_open: RxOpen::new(crypto_pool(&cfg, "braid-open")?),
             scratch,
             deliver: Vec::with_capacity(usize::from(mtu) + 64),
             last_rx: now,
+            next_rehandshake: now,
             address: None,
             drops: Drops::default(),
             udp_recvs: 0,
@@ -219,6 +232,7 @@ impl Gateway {
                 }
             }
             let now = self.clock.now();
+            self.rehandshake_if_silent(now);
             if let GatewaySecurity::Noise(g) = &mut self.sec {
                 g.handle_timeout(now);
             }
@@ -250,6 +264,7 @@ impl Gateway {
         for _ in 0..BUDGET {
             let n = self.tun.read_batch()?;
             if n == 0 {
+                self.tx.flush(&self.sockets);
                 return Ok(false);
             }
             let Some(session) = self.session.as_mut() else {
@@ -273,8 +288,12 @@ impl Gateway {
                     self.drops.no_route += 1;
                 }
             }
-            self.transmit(now);
+            // GSO runs stay open across reads (a TSO super-packet of 48 datagrams would
+            // otherwise leave as one full run and a short one); they leave when the device
+            // is drained or the budget is spent.
+            self.queue_transmits(now);
         }
+        self.tx.flush(&self.sockets);
         Ok(true)
     }
 
@@ -301,18 +320,41 @@ impl Gateway {
                 }
             };
             self.udp_recvs += 1;
+            let mut ro = std::mem::take(&mut self.rx_open);
             for g in 0..n {
-                let (meta, bytes) = rx.group(g);
+                let (meta, range) = rx.group_range(g);
                 if self.cfg.plaintext && meta.addr != self.cfg.server_endpoint {
                     self.drops.unknown_session += 1;
                     continue;
                 }
                 let stride = meta.stride.max(1);
-                for d in bytes.chunks_mut(stride) {
+                let mut start = range.start;
+                while start < range.end {
+                    let end = (start + stride).min(range.end);
                     self.udp_rx_datagrams += 1;
-                    self.receive(now, path, d);
+                    let d = &mut rx.bytes_mut()[start..end];
+                    // The one place received datagrams are opened: checked here, decrypted
+                    // below for the whole batch at once, finished in arrival order.
+                    match self.sec.open_deferred(now, path, d) {
+                        Ok(Deferred::Ready(o)) => self.receive(now, path, d, Ok(o)),
+                        Ok(Deferred::Open { key, header }) => {
+                            ro.push(path, start..end, key, header)
+                        }
+                        Err(e) => self.receive(now, path, d, Err(e)),
+                    }
+                    start = end;
                 }
             }
+            if !ro.is_empty() {
+                ro.open_all(rx.bytes_mut());
+                for k in 0..ro.len() {
+                    let (path, range, result) = ro.result(k);
+                    let opened = self.sec.finish_open(now, result);
+                    self.receive(now, path, &mut rx.bytes_mut()[range], opened);
+                }
+                ro.clear();
+            }
+            self.rx_open = ro;
             self.deliver_quiet();
             self.transmit(now);
         }
@@ -320,9 +362,15 @@ impl Gateway {
         more
     }
 
-    /// One datagram from uplink `path`: the one place received datagrams are opened.
-    fn receive(&mut self, now: Instant, path: PathId, d: &mut [u8]) {
-        match self.sec.open(now, path, d) {
+    /// One datagram from uplink `path`, opened (or not) by the security layer.
+    fn receive(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        d: &mut [u8],
+        opened: Result<Opened, braid_secure::Dropped>,
+    ) {
+        match opened {
             Ok(Opened::Data { range, .. }) => {
                 let Some(session) = self.session.as_mut() else {
                     self.drops.unknown_session += 1;
@@ -337,6 +385,24 @@ impl Gateway {
             Ok(Opened::Keepalive { .. }) => self.last_rx = now,
             Ok(Opened::Handshake | Opened::Reply(_)) => self.security_events(now),
             Err(e) => crate::secure::count(&mut self.drops, &e),
+        }
+    }
+
+    /// A new handshake after [`SERVER_SILENCE`] without anything from the server.
+    fn rehandshake_if_silent(&mut self, now: Instant) {
+        let GatewaySecurity::Noise(g) = &mut self.sec else {
+            return;
+        };
+        let silent = now.saturating_duration_since(self.last_rx);
+        if self.session.is_none() || silent < SERVER_SILENCE || now < self.next_rehandshake {
+            return;
+        }
+        self.next_rehandshake = now + SERVER_SILENCE;
+        if g.rehandshake(now) {
+            tracing::warn!(
+                silent_s = silent.as_secs(),
+                "nothing heard from the server; handshaking again"
+            );
         }
     }
 
@@ -392,6 +458,12 @@ impl Gateway {
     /// Moves everything the security layer and the engine want to send into GSO runs and
     /// sends them.
     fn transmit(&mut self, now: Instant) {
+        self.queue_transmits(now);
+        self.tx.flush(&self.sockets);
+    }
+
+    /// [`Gateway::transmit`] without sending the runs that are not full yet.
+    fn queue_transmits(&mut self, now: Instant) {
         if let GatewaySecurity::Noise(g) = &mut self.sec {
             while let Some(t) = g.poll_transmit(now, &mut self.scratch) {
                 let i = usize::from(t.path);
@@ -427,14 +499,15 @@ impl Gateway {
                 let slot = self.tx.slot(dest, t.len + overhead, &self.sockets);
                 let n = (headroom + t.len).min(slot.len());
                 slot[..n].copy_from_slice(&self.scratch[..n]);
-                // The one place outgoing datagrams are sealed.
-                match self.sec.seal(now, t.path, slot, t.len) {
-                    Some(n) => self.tx.commit(dest, n),
+                // The one place outgoing datagrams are sealed: counter and header now, the
+                // encryption with the rest of the batch before it is sent.
+                match self.sec.seal_deferred(now, t.path, slot, t.len) {
+                    Some((n, Some(key))) => self.tx.commit_sealing(dest, n, key),
+                    Some((n, None)) => self.tx.commit(dest, n),
                     None => self.drops.send_errors += 1,
                 }
             }
         }
-        self.tx.flush(&self.sockets);
     }
 
     /// Hands delivered inner packets to the TUN device and writes them.
@@ -657,6 +730,14 @@ impl Gateway {
             *g = s;
         }
     }
+}
+
+/// The crypto thread `name` when the daemon encrypts.
+fn crypto_pool(cfg: &GatewayConfig, name: &str) -> Result<Option<CryptoPool>, DaemonError> {
+    if cfg.plaintext {
+        return Ok(None);
+    }
+    Ok(Some(CryptoPool::new(name)?))
 }
 
 fn new_session(

@@ -21,6 +21,7 @@ pub mod batch;
 pub mod clock;
 pub mod config;
 pub mod control;
+pub mod crypto;
 pub mod gateway;
 pub mod links;
 pub mod metrics;

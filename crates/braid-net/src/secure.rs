@@ -12,7 +12,8 @@ use std::ops::Range;
 
 use braid_core::{Instant, PathId};
 use braid_secure::{
-    Dropped, Load, Received, SessionId, DATA_HEADER_LEN, DATA_OVERHEAD, MAX_HANDSHAKE_LEN,
+    Authenticated, DataHeader, Dropped, Load, OpenKey, Received, SealKey, SessionId,
+    DATA_HEADER_LEN, DATA_OVERHEAD, MAX_HANDSHAKE_LEN,
 };
 
 use crate::status::Drops;
@@ -73,6 +74,21 @@ pub enum Opened {
     Handshake,
 }
 
+/// A received datagram after the checks that come before its AEAD.
+pub enum Deferred {
+    /// Nothing left to do but act on it (handshakes; everything without encryption).
+    Ready(Opened),
+    /// Data to open with `key` (on the crypto thread), then `finish_open`.
+    Open { key: OpenKey, header: DataHeader },
+}
+
+fn from_deferred(d: braid_secure::Deferred) -> Deferred {
+    match d {
+        braid_secure::Deferred::Done(r) => Deferred::Ready(from_received(r)),
+        braid_secure::Deferred::Open { key, header } => Deferred::Open { key, header },
+    }
+}
+
 fn from_received(r: Received) -> Opened {
     match r {
         Received::Data {
@@ -126,6 +142,49 @@ impl GatewaySecurity {
         match self {
             GatewaySecurity::Plaintext => Some(len),
             GatewaySecurity::Noise(g) => g.seal(now, path, buf, len).ok(),
+        }
+    }
+
+    /// [`GatewaySecurity::seal`]'s bookkeeping: the length to send and the key that still
+    /// has to encrypt `buf[..n]` (none without encryption).
+    pub fn seal_deferred(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        buf: &mut [u8],
+        len: usize,
+    ) -> Option<(usize, Option<SealKey>)> {
+        match self {
+            GatewaySecurity::Plaintext => Some((len, None)),
+            GatewaySecurity::Noise(g) => g
+                .seal_deferred(now, path, buf, len)
+                .ok()
+                .map(|(n, k)| (n, Some(k))),
+        }
+    }
+
+    /// [`GatewaySecurity::open`] up to the AEAD.
+    pub fn open_deferred(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        buf: &mut [u8],
+    ) -> Result<Deferred, Dropped> {
+        match self {
+            GatewaySecurity::Plaintext => self.open(now, path, buf).map(Deferred::Ready),
+            GatewaySecurity::Noise(g) => g.handle_deferred(now, path, buf).map(from_deferred),
+        }
+    }
+
+    /// After the AEAD of a [`Deferred::Open`] datagram.
+    pub fn finish_open(
+        &mut self,
+        now: Instant,
+        opened: Result<Authenticated, Dropped>,
+    ) -> Result<Opened, Dropped> {
+        match self {
+            GatewaySecurity::Plaintext => Err(Dropped::Forged),
+            GatewaySecurity::Noise(g) => g.finish_open(now, opened).map(from_received),
         }
     }
 
@@ -185,6 +244,57 @@ impl ServerSecurity {
                 let id = SessionId::new(session)?;
                 s.seal(now, id, path, buf, len).ok()
             }
+        }
+    }
+
+    /// [`ServerSecurity::seal`]'s bookkeeping, as [`GatewaySecurity::seal_deferred`].
+    pub fn seal_deferred(
+        &mut self,
+        now: Instant,
+        session: u32,
+        path: PathId,
+        buf: &mut [u8],
+        len: usize,
+    ) -> Option<(usize, Option<SealKey>)> {
+        match self {
+            ServerSecurity::Plaintext => Some((len, None)),
+            ServerSecurity::Noise(s) => {
+                let id = SessionId::new(session)?;
+                s.seal_deferred(now, id, path, buf, len)
+                    .ok()
+                    .map(|(n, k)| (n, Some(k)))
+            }
+        }
+    }
+
+    /// [`ServerSecurity::open`] up to the AEAD.
+    pub fn open_deferred(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        load: Load,
+        buf: &mut [u8],
+        reply: &mut [u8; MAX_HANDSHAKE_LEN],
+    ) -> Result<Deferred, Dropped> {
+        match self {
+            ServerSecurity::Plaintext => {
+                self.open(now, from, load, buf, reply).map(Deferred::Ready)
+            }
+            ServerSecurity::Noise(s) => s
+                .handle_deferred(now, from, load, buf, reply)
+                .map(from_deferred),
+        }
+    }
+
+    /// After the AEAD of a [`Deferred::Open`] datagram.
+    pub fn finish_open(
+        &mut self,
+        now: Instant,
+        opened: Result<Authenticated, Dropped>,
+    ) -> Result<Opened, Dropped> {
+        match self {
+            ServerSecurity::Plaintext => Err(Dropped::Forged),
+            ServerSecurity::Noise(s) => s.finish_open(now, opened).map(from_received),
         }
     }
 

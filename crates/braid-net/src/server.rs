@@ -23,8 +23,9 @@ use mio::{Events, Interest, Poll, Token};
 use crate::batch::{Dest, TxBatches};
 use crate::clock::Clock;
 use crate::config::{self, ServerConfig};
+use crate::crypto::{CryptoPool, RxOpen};
 use crate::gateway::udp_overhead;
-use crate::secure::{Opened, ServerSecurity};
+use crate::secure::{Deferred, Opened, ServerSecurity};
 use crate::status::{self, Drops, PathStatus, RateMeter, SessionStatus, Shared, Status};
 use crate::system::Undo;
 use crate::tun::Tun;
@@ -77,6 +78,8 @@ pub struct Server {
     touched_now: Vec<u32>,
     tx: TxBatches,
     rx: RxBatch,
+    /// Received data waiting for its AEAD (on two threads): source and our address.
+    rx_open: RxOpen<(SocketAddr, Option<IpAddr>)>,
     scratch: Vec<u8>,
     deliver: Vec<u8>,
     drops: Drops,
@@ -193,8 +196,9 @@ impl Server {
             handshakes: (Instant::ZERO, 0),
             touched: Vec::with_capacity(64),
             touched_now: Vec::with_capacity(64),
-            tx: TxBatches::new(64),
+            tx: TxBatches::new(64, crypto_pool(&cfg, "braid-seal")?),
             rx: RxBatch::new(),
+            rx_open: RxOpen::new(crypto_pool(&cfg, "braid-open")?),
             scratch: vec![0; scratch_len],
             deliver: Vec::with_capacity(usize::from(cfg.mtu) + 64),
             drops: Drops::default(),
@@ -296,16 +300,40 @@ impl Server {
                 }
             };
             self.udp_recvs += 1;
+            let mut ro = std::mem::take(&mut self.rx_open);
             for g in 0..n {
-                let (meta, bytes) = rx.group(g);
+                let (meta, range) = rx.group_range(g);
                 let from = meta.addr;
                 let local = meta.dst_ip;
                 let stride = meta.stride.max(1);
-                for d in bytes.chunks_mut(stride) {
+                let mut start = range.start;
+                while start < range.end {
+                    let end = (start + stride).min(range.end);
                     self.udp_rx_datagrams += 1;
-                    self.receive(now, from, local, d);
+                    let d = &mut rx.bytes_mut()[start..end];
+                    // The one place received datagrams are opened: checked here, decrypted
+                    // below for the whole batch at once, finished in arrival order.
+                    let load = self.load(now);
+                    match self.sec.open_deferred(now, from, load, d, &mut self.reply) {
+                        Ok(Deferred::Open { key, header }) => {
+                            ro.push((from, local), start..end, key, header)
+                        }
+                        Ok(Deferred::Ready(o)) => self.receive(now, from, local, d, Ok(o)),
+                        Err(e) => self.receive(now, from, local, d, Err(e)),
+                    }
+                    start = end;
                 }
             }
+            if !ro.is_empty() {
+                ro.open_all(rx.bytes_mut());
+                for k in 0..ro.len() {
+                    let ((from, local), range, result) = ro.result(k);
+                    let opened = self.sec.finish_open(now, result);
+                    self.receive(now, from, local, &mut rx.bytes_mut()[range], opened);
+                }
+                ro.clear();
+            }
+            self.rx_open = ro;
             self.output(now);
         }
         self.rx = rx;
@@ -324,11 +352,16 @@ impl Server {
         }
     }
 
-    /// One datagram from `from` (to our address `local`): the one place received
-    /// datagrams are opened. Nothing is kept for a datagram that does not open.
-    fn receive(&mut self, now: Instant, from: SocketAddr, local: Option<IpAddr>, d: &mut [u8]) {
-        let load = self.load(now);
-        let opened = self.sec.open(now, from, load, d, &mut self.reply);
+    /// One datagram from `from` (to our address `local`), opened (or not) by the security
+    /// layer. Nothing is kept for a datagram that does not open.
+    fn receive(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        local: Option<IpAddr>,
+        d: &mut [u8],
+        opened: Result<Opened, braid_secure::Dropped>,
+    ) {
         let (id, path, range) = match opened {
             Ok(Opened::Data {
                 session,
@@ -452,6 +485,7 @@ impl Server {
         for _ in 0..BUDGET {
             let n = self.tun.read_batch()?;
             if n == 0 {
+                self.tx.flush(&self.sockets);
                 return Ok(false);
             }
             for i in 0..n {
@@ -483,13 +517,24 @@ impl Server {
                     self.touched.push(id);
                 }
             }
-            self.output(now);
+            // GSO runs stay open across reads (TCP ACKs come one per read and would
+            // otherwise leave one per sendmsg); they leave when the device is drained or
+            // the budget is spent.
+            self.output_queued(now);
         }
+        self.tx.flush(&self.sockets);
         Ok(true)
     }
 
-    /// Pulls datagrams, deliveries and events out of every session touched this turn.
+    /// Pulls datagrams, deliveries and events out of every session touched this turn, and
+    /// sends.
     fn output(&mut self, now: Instant) {
+        self.output_queued(now);
+        self.tx.flush(&self.sockets);
+    }
+
+    /// [`Server::output`] without sending the GSO runs that are not full yet.
+    fn output_queued(&mut self, now: Instant) {
         self.touched.sort_unstable();
         self.touched.dedup();
         std::mem::swap(&mut self.touched, &mut self.touched_now);
@@ -514,9 +559,11 @@ impl Server {
                 let slot = self.tx.slot(dest, t.len + overhead, &self.sockets);
                 let n = (headroom + t.len).min(slot.len());
                 slot[..n].copy_from_slice(&self.scratch[..n]);
-                // The one place outgoing datagrams are sealed.
-                match self.sec.seal(now, id, t.path, slot, t.len) {
-                    Some(n) => self.tx.commit(dest, n),
+                // The one place outgoing datagrams are sealed: counter and header now, the
+                // encryption with the rest of the batch before it is sent.
+                match self.sec.seal_deferred(now, id, t.path, slot, t.len) {
+                    Some((n, Some(key))) => self.tx.commit_sealing(dest, n, key),
+                    Some((n, None)) => self.tx.commit(dest, n),
                     None => self.drops.send_errors += 1,
                 }
             }
@@ -545,7 +592,6 @@ impl Server {
                 }
             }
         }
-        self.tx.flush(&self.sockets);
     }
 
     /// Without encryption, sessions silent for [`IDLE_EXPIRY`] end (with it, the security
@@ -717,6 +763,14 @@ impl Server {
         );
         true
     }
+}
+
+/// The crypto thread `name` when the daemon encrypts.
+fn crypto_pool(cfg: &ServerConfig, name: &str) -> Result<Option<CryptoPool>, DaemonError> {
+    if cfg.plaintext {
+        return Ok(None);
+    }
+    Ok(Some(CryptoPool::new(name)?))
 }
 
 fn ipv4_dst(p: &[u8]) -> Option<Ipv4Addr> {

@@ -174,6 +174,18 @@ impl RxBatch {
         self.count == 0
     }
 
+    /// Group `i`'s metadata and the range of its bytes in [`RxBatch::bytes_mut`].
+    pub fn group_range(&self, i: usize) -> (RecvMeta, std::ops::Range<usize>) {
+        let m = self.meta[i];
+        let start = i * RX_SLOT;
+        (m, start..start + m.len.min(RX_SLOT))
+    }
+
+    /// The whole receive buffer.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+
     /// Group `i`: its metadata (source, local address, segment size) and its bytes, which
     /// hold `len / stride` datagrams (rounded up) of `stride` bytes each.
     pub fn group(&mut self, i: usize) -> (&RecvMeta, &mut [u8]) {

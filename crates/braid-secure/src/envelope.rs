@@ -293,7 +293,7 @@ pub struct DataHeader {
 
 impl DataHeader {
     /// Reads the header from the first [`DATA_HEADER_LEN`] bytes (checked by the caller).
-    fn read(bytes: &[u8]) -> DataHeader {
+    pub(crate) fn read(bytes: &[u8]) -> DataHeader {
         let mut c = [0u8; 8];
         c.copy_from_slice(&bytes[8..16]);
         DataHeader {

@@ -9,6 +9,7 @@ use braid_core::{Instant, PathId};
 use crate::cookie::{mac2, MacKeys};
 use crate::envelope::{Envelope, COOKIE_LEN, DATA_OVERHEAD, MAC_LEN, MAX_HANDSHAKE_PAYLOAD};
 use crate::handshake::{initiate, PendingInitiation};
+use crate::keypair::{Authenticated, SealKey};
 use crate::keyring::Keyring;
 use crate::keys::{PrivateKey, PublicKey};
 use crate::limits::{
@@ -17,8 +18,8 @@ use crate::limits::{
 };
 use crate::rng::{Rng, Seed};
 use crate::{
-    CloseReason, ConfigError, Dropped, Event, Received, SealError, SessionId, Stats, Transmit,
-    MAX_EVENTS,
+    CloseReason, ConfigError, Deferred, Dropped, Event, Received, SealError, SessionId, Stats,
+    Transmit, MAX_EVENTS,
 };
 
 /// How a gateway is set up.
@@ -210,16 +211,31 @@ impl Gateway {
         buf: &mut [u8],
         len: usize,
     ) -> Result<usize, SealError> {
+        let (n, key) = self.seal_deferred(now, path, buf, len)?;
+        key.seal(&mut buf[..n])?;
+        Ok(n)
+    }
+
+    /// [`Gateway::seal`] in two steps: this one takes the path's counter and writes the
+    /// header, in the order datagrams are sent; the returned key then encrypts `buf[..n]`,
+    /// on any thread, before it is sent.
+    pub fn seal_deferred(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        buf: &mut [u8],
+        len: usize,
+    ) -> Result<(usize, SealKey), SealError> {
         let now = self.advance(now);
         let Some(session) = self.session else {
             self.stats.seal_refused += 1;
             return Err(SealError::NotConnected);
         };
-        match self.keys.seal(now, session.get(), path, buf, len) {
-            Ok(n) => {
+        match self.keys.seal_deferred(now, session.get(), path, buf, len) {
+            Ok((n, key)) => {
                 self.stats.sealed += 1;
                 self.stats.sealed_bytes += len as u64;
-                Ok(n)
+                Ok((n, key.clone()))
             }
             Err(e) => {
                 self.stats.seal_refused += 1;
@@ -236,35 +252,86 @@ impl Gateway {
         path: PathId,
         buf: &mut [u8],
     ) -> Result<Received, Dropped> {
+        match self.handle_deferred(now, path, buf)? {
+            Deferred::Done(r) => Ok(r),
+            Deferred::Open { key, header } => {
+                let opened = key.open(&header, buf);
+                self.finish_open(now, opened)
+            }
+        }
+    }
+
+    /// [`Gateway::handle`] in steps, so that the AEAD of data can run on another thread:
+    /// handshake messages are handled at once ([`Deferred::Done`]); for data the checks
+    /// before the AEAD are made and [`Deferred::Open`] gives the key, whose
+    /// [`crate::OpenKey::open`] result goes to [`Gateway::finish_open`] (in the order
+    /// datagrams arrived, on this endpoint's thread).
+    pub fn handle_deferred(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        buf: &mut [u8],
+    ) -> Result<Deferred, Dropped> {
         let now = self.advance(now);
         let env = match Envelope::parse(buf) {
             Ok(e) => e,
             Err(e) => return Err(self.stats.drop(e.into())),
         };
-        match env {
-            Envelope::Data(h) => {
-                let Some(session) = self.session.filter(|s| s.get() == h.session) else {
-                    return Err(self.stats.drop(Dropped::UnknownSession(h.session)));
-                };
-                let (range, _) = self
-                    .keys
-                    .open(now, &h, buf)
-                    .map_err(|e| self.stats.drop(e))?;
-                self.stats.opened += 1;
-                self.stats.opened_bytes += range.len() as u64;
-                if range.is_empty() {
-                    self.stats.keepalives_received += 1;
-                    return Ok(Received::Keepalive {
-                        session,
-                        path: h.path,
-                    });
-                }
-                Ok(Received::Data {
-                    session,
-                    path: h.path,
-                    payload: range,
-                })
+        if let Envelope::Data(h) = env {
+            if self.session.is_none_or(|s| s.get() != h.session) {
+                return Err(self.stats.drop(Dropped::UnknownSession(h.session)));
             }
+            let key = match self.keys.open_check(now, &h) {
+                Ok(k) => k.clone(),
+                Err(e) => return Err(self.stats.drop(e)),
+            };
+            return Ok(Deferred::Open { key, header: h });
+        }
+        self.handle_handshake(now, path, env).map(Deferred::Done)
+    }
+
+    /// The end of [`Gateway::handle_deferred`] for data: commits the replay window (or
+    /// counts the drop) and says what the datagram was.
+    pub fn finish_open(
+        &mut self,
+        now: Instant,
+        opened: Result<Authenticated, Dropped>,
+    ) -> Result<Received, Dropped> {
+        let now = self.advance(now);
+        let opened = opened.map_err(|e| self.stats.drop(e))?;
+        let h = opened.header;
+        let Some(session) = self.session.filter(|s| s.get() == h.session) else {
+            return Err(self.stats.drop(Dropped::UnknownSession(h.session)));
+        };
+        if let Err(e) = self.keys.open_commit(now, &h) {
+            return Err(self.stats.drop(e));
+        }
+        let range = opened.payload;
+        self.stats.opened += 1;
+        self.stats.opened_bytes += range.len() as u64;
+        if range.is_empty() {
+            self.stats.keepalives_received += 1;
+            return Ok(Received::Keepalive {
+                session,
+                path: h.path,
+            });
+        }
+        Ok(Received::Data {
+            session,
+            path: h.path,
+            payload: range,
+        })
+    }
+
+    /// Handshake messages (responses, cookie replies).
+    fn handle_handshake(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        env: Envelope<'_>,
+    ) -> Result<Received, Dropped> {
+        match env {
+            Envelope::Data(h) => Err(self.stats.drop(Dropped::UnknownSession(h.session))),
             Envelope::Response(r) => {
                 if self.completed == Some(r.receiver()) {
                     self.stats.duplicate_handshakes += 1;
@@ -409,6 +476,22 @@ impl Gateway {
         if now >= self.handshake_at || (self.pending.is_none() && rekey_by_messages) {
             self.start_handshake(now);
         }
+    }
+
+    /// Starts a new handshake now unless one is under way: the daemon calls this when
+    /// nothing authenticated arrived from the server for a while although the session is up
+    /// (WireGuard §6.2 starts one after `KEEPALIVE_TIMEOUT + REKEY_TIMEOUT` without an
+    /// answer; braid's engine hears from the server every heartbeat, so its daemon can ask
+    /// sooner). A server that restarted and forgot the session answers with a new one
+    /// ([`Event::Closed`] with [`CloseReason::Replaced`], then [`Event::Established`]).
+    /// Whether a handshake started.
+    pub fn rehandshake(&mut self, now: Instant) -> bool {
+        let now = self.advance(now);
+        if self.pending.is_some() {
+            return false;
+        }
+        self.start_handshake(now);
+        self.pending.is_some()
     }
 
     /// The next event, if any.

@@ -16,6 +16,7 @@
 //! `secure-transport`).
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use braid_core::{Instant, PathId};
 use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, CHACHA20_POLY1305};
@@ -97,9 +98,95 @@ pub(crate) struct Keypair {
     pub created: Instant,
     /// Messages sealed on all paths, for the rekey-after-messages rule.
     pub sent: u64,
-    send: LessSafeKey,
-    recv: LessSafeKey,
+    send: SealKey,
+    recv: OpenKey,
     paths: PathTable,
+}
+
+/// The sending key of a session's keys, detached from its counters so that the AEAD work of a
+/// datagram can run on another thread than its bookkeeping (the daemon seals a batch on two
+/// cores). The counter and header were fixed by the endpoint's `seal_deferred`, in order;
+/// this only encrypts. Cloning shares the key (an `Arc`), it does not copy it.
+#[derive(Clone)]
+pub struct SealKey(Arc<LessSafeKey>);
+
+/// The receiving key of a session's keys, detached as [`SealKey`] is: [`OpenKey::open`]
+/// authenticates and decrypts; the replay window is committed by the endpoint's
+/// `finish_open`, in the daemon's thread, so the window's semantics are unchanged.
+#[derive(Clone)]
+pub struct OpenKey(Arc<LessSafeKey>);
+
+/// A datagram that [`OpenKey::open`] authenticated and decrypted: only this proves to
+/// `finish_open` that the replay window may move.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Authenticated {
+    pub(crate) header: DataHeader,
+    pub(crate) payload: Range<usize>,
+}
+
+impl Authenticated {
+    /// The plaintext's range in the datagram's buffer.
+    pub fn payload(&self) -> Range<usize> {
+        self.payload.clone()
+    }
+}
+
+impl SealKey {
+    /// Encrypts `datagram` (the whole message: the header a `seal_deferred` wrote, the
+    /// payload, room for the tag) in place.
+    pub fn seal(&self, datagram: &mut [u8]) -> Result<(), SealError> {
+        let have = datagram.len();
+        if have < DATA_OVERHEAD {
+            return Err(SealError::BufferTooSmall {
+                need: DATA_OVERHEAD,
+                have,
+            });
+        }
+        let mut aad = [0u8; DATA_HEADER_LEN];
+        aad.copy_from_slice(&datagram[..DATA_HEADER_LEN]);
+        let nonce = DataHeader::read(&aad).nonce();
+        let (body, tail) = datagram[DATA_HEADER_LEN..].split_at_mut(have - DATA_OVERHEAD);
+        let tag = self
+            .0
+            .seal_in_place_separate_tag(Nonce::assume_unique_for_key(nonce), Aad::from(aad), body)
+            // ring refuses only inputs beyond ChaCha20's 256 GiB per-nonce limit.
+            .map_err(|_| SealError::BufferTooSmall {
+                need: have,
+                have: 0,
+            })?;
+        tail[..TAG_LEN].copy_from_slice(tag.as_ref());
+        Ok(())
+    }
+}
+
+impl OpenKey {
+    /// Authenticates and decrypts the data message `datagram` in place (the header was
+    /// checked by the endpoint's `handle_deferred`, which gave this key).
+    pub fn open(&self, header: &DataHeader, datagram: &mut [u8]) -> Result<Authenticated, Dropped> {
+        let n = datagram.len();
+        if n < DATA_OVERHEAD {
+            return Err(Dropped::Forged);
+        }
+        let mut aad = [0u8; DATA_HEADER_LEN];
+        aad.copy_from_slice(&datagram[..DATA_HEADER_LEN]);
+        if DataHeader::read(&aad) != *header {
+            return Err(Dropped::Forged);
+        }
+        let tag = Tag::try_from(&datagram[n - TAG_LEN..]).map_err(|_| Dropped::Forged)?;
+        self.0
+            .open_in_place_separate_tag(
+                Nonce::assume_unique_for_key(header.nonce()),
+                Aad::from(aad),
+                tag,
+                &mut datagram[DATA_HEADER_LEN..n - TAG_LEN],
+                0..,
+            )
+            .map_err(|_| Dropped::Forged)?;
+        Ok(Authenticated {
+            header: *header,
+            payload: DATA_HEADER_LEN..n - TAG_LEN,
+        })
+    }
 }
 
 impl Keypair {
@@ -115,8 +202,8 @@ impl Keypair {
             epoch,
             created,
             sent: 0,
-            send: aead_key(send),
-            recv: aead_key(recv),
+            send: SealKey(Arc::new(aead_key(send))),
+            recv: OpenKey(Arc::new(aead_key(recv))),
             paths: PathTable::new(max_paths),
         }
     }
@@ -141,6 +228,21 @@ impl Keypair {
         buf: &mut [u8],
         len: usize,
     ) -> Result<usize, SealError> {
+        let (total, key) = self.seal_deferred(session, path, buf, len)?;
+        key.seal(&mut buf[..total])?;
+        Ok(total)
+    }
+
+    /// [`Keypair::seal`]'s bookkeeping without the encryption: takes the path's next
+    /// counter, writes the header, and returns the datagram's length and the key that
+    /// encrypts `buf[..n]` (at once or on another thread; until then it is not sendable).
+    pub fn seal_deferred(
+        &mut self,
+        session: u32,
+        path: PathId,
+        buf: &mut [u8],
+        len: usize,
+    ) -> Result<(usize, &SealKey), SealError> {
         let total = len.saturating_add(DATA_OVERHEAD);
         let have = buf.len();
         if have < total {
@@ -162,29 +264,27 @@ impl Keypair {
             session,
             counter,
         };
-        let (head, rest) = buf.split_at_mut(DATA_HEADER_LEN);
-        let mut aad = [0u8; DATA_HEADER_LEN];
-        header.write(&mut aad);
-        head.copy_from_slice(&aad);
-        let (body, tail) = rest.split_at_mut(len);
-        let tag = self
-            .send
-            .seal_in_place_separate_tag(
-                Nonce::assume_unique_for_key(header.nonce()),
-                Aad::from(aad),
-                body,
-            )
-            // ring refuses only inputs beyond ChaCha20's 256 GiB per-nonce limit.
-            .map_err(|_| SealError::BufferTooSmall { need: total, have })?;
-        tail[..TAG_LEN].copy_from_slice(tag.as_ref());
-        Ok(total)
+        let mut head = [0u8; DATA_HEADER_LEN];
+        header.write(&mut head);
+        buf[..DATA_HEADER_LEN].copy_from_slice(&head);
+        Ok((total, &self.send))
     }
 
     /// Authenticates and decrypts a data message in place; on success the plaintext is
     /// `buf[range]`. The replay window is checked before and committed after the AEAD, so a
     /// forgery changes nothing; a path gets its state only once a datagram on it
-    /// authenticated.
+    /// authenticated. (The endpoints go through [`Keypair::open_check`], [`OpenKey::open`]
+    /// and [`Keypair::open_commit`], the same steps.)
+    #[cfg(test)]
     pub fn open(&mut self, header: &DataHeader, buf: &mut [u8]) -> Result<Range<usize>, Dropped> {
+        let opened = self.open_check(header)?.open(header, buf)?;
+        self.open_commit(header)?;
+        Ok(opened.payload)
+    }
+
+    /// The checks before the AEAD (counter limit, replay window, path limit), changing
+    /// nothing; the key to open with.
+    pub fn open_check(&self, header: &DataHeader) -> Result<&OpenKey, Dropped> {
         let (path, counter) = (header.path, header.counter);
         if counter >= REJECT_AFTER_MESSAGES {
             return Err(Dropped::CounterExhausted);
@@ -199,28 +299,23 @@ impl Keypair {
             }
             None => {}
         }
-        let n = buf.len();
-        if n < DATA_OVERHEAD {
-            return Err(Dropped::Forged);
-        }
-        let mut aad = [0u8; DATA_HEADER_LEN];
-        aad.copy_from_slice(&buf[..DATA_HEADER_LEN]);
-        let tag = Tag::try_from(&buf[n - TAG_LEN..]).map_err(|_| Dropped::Forged)?;
-        self.recv
-            .open_in_place_separate_tag(
-                Nonce::assume_unique_for_key(header.nonce()),
-                Aad::from(aad),
-                tag,
-                &mut buf[DATA_HEADER_LEN..n - TAG_LEN],
-                0..,
-            )
-            .map_err(|_| Dropped::Forged)?;
+        Ok(&self.recv)
+    }
+
+    /// After the AEAD: checks the window again (a duplicate opened in the same batch is
+    /// refused here) and commits the counter.
+    pub fn open_commit(&mut self, header: &DataHeader) -> Result<(), Dropped> {
+        let (path, counter) = (header.path, header.counter);
         let state = self
             .paths
             .get_or_insert(path)
             .ok_or(Dropped::TooManyPaths(path))?;
+        state.window.check(counter).map_err(|e| match e {
+            ReplayError::Replayed => Dropped::Replayed { path, counter },
+            ReplayError::TooOld => Dropped::TooOld { path, counter },
+        })?;
         state.window.commit(counter);
-        Ok(DATA_HEADER_LEN..n - TAG_LEN)
+        Ok(())
     }
 
     /// Moves a path's send counter, so tests can reach the message limits.
@@ -300,6 +395,55 @@ mod tests {
         }
         let d = seal(&mut a, 1, b"x");
         assert_eq!(open(&mut b, d), Err(Dropped::TooManyPaths(1)));
+    }
+
+    /// The steps a daemon takes to seal and open on another thread: counters in order at
+    /// `seal_deferred`, encryption later in any order; a duplicate opened in the same batch
+    /// passes the check before the AEAD but is refused when the window is committed.
+    #[test]
+    fn deferred_steps_keep_the_order_and_the_replay_window() {
+        let (mut a, mut b) = pair();
+        let mut bufs: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i; 8 + DATA_OVERHEAD]).collect();
+        let mut keys = Vec::new();
+        for (i, buf) in bufs.iter_mut().enumerate() {
+            buf[DATA_HEADER_LEN..DATA_HEADER_LEN + 8].fill(i as u8);
+            let (n, k) = a.seal_deferred(9, 1, buf, 8).unwrap();
+            assert_eq!(n, buf.len());
+            keys.push(k.clone());
+        }
+        // Encrypted in reverse order: each datagram keeps the counter it was given.
+        for (buf, k) in bufs.iter_mut().zip(&keys).rev() {
+            k.seal(buf).unwrap();
+        }
+        let headers: Vec<DataHeader> = bufs
+            .iter()
+            .map(|d| match Envelope::parse(d) {
+                Ok(Envelope::Data(h)) => h,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            headers.iter().map(|h| h.counter).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
+        let mut dup = bufs[1].clone();
+        let key = b.open_check(&headers[1]).unwrap().clone();
+        let first = key.open(&headers[1], &mut bufs[1]).unwrap();
+        assert!(b.open_check(&headers[1]).is_ok(), "nothing committed yet");
+        let second = key.open(&headers[1], &mut dup).unwrap();
+        assert_eq!(first, second);
+        assert_eq!(b.open_commit(&headers[1]), Ok(()));
+        assert_eq!(
+            b.open_commit(&headers[1]),
+            Err(Dropped::Replayed {
+                path: 1,
+                counter: 1
+            })
+        );
+        assert_eq!(&bufs[1][first.payload()], &[1u8; 8]);
+        // A datagram whose header does not match the checked one is not opened.
+        let mut forged = bufs[2].clone();
+        assert_eq!(key.open(&headers[0], &mut forged), Err(Dropped::Forged));
     }
 
     #[test]

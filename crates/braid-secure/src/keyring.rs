@@ -10,12 +10,10 @@
 //! A data message names its keys by epoch (byte 1), which increments with every handshake
 //! of the session; the three live epochs are always distinct.
 
-use std::ops::Range;
-
 use braid_core::{Instant, PathId};
 
 use crate::envelope::DataHeader;
-use crate::keypair::{Keypair, SealError};
+use crate::keypair::{Keypair, OpenKey, SealError, SealKey};
 use crate::Dropped;
 
 #[derive(Default)]
@@ -52,14 +50,23 @@ impl Keyring {
         }
     }
 
-    /// Opens with the keys of the datagram's epoch. Returns the plaintext's range, and
-    /// whether this confirmed the `next` keys (which are now current).
-    pub fn open(
+    /// [`Keyring::seal`] without the encryption (see [`Keypair::seal_deferred`]).
+    pub fn seal_deferred(
         &mut self,
         now: Instant,
-        header: &DataHeader,
+        session: u32,
+        path: PathId,
         buf: &mut [u8],
-    ) -> Result<(Range<usize>, bool), Dropped> {
+        len: usize,
+    ) -> Result<(usize, &SealKey), SealError> {
+        match self.current.as_mut() {
+            Some(k) if !k.expired(now) => k.seal_deferred(session, path, buf, len),
+            _ => Err(SealError::NoKeys),
+        }
+    }
+
+    /// The keys of the datagram's epoch, live at `now`, and whether they are `next`.
+    fn slot(&mut self, now: Instant, header: &DataHeader) -> Result<(&mut Keypair, bool), Dropped> {
         let no_keys = Dropped::NoKeys {
             session: header.session,
             epoch: header.epoch,
@@ -78,12 +85,25 @@ impl Keyring {
         if keys.expired(now) {
             return Err(no_keys);
         }
-        let range = keys.open(header, buf)?;
+        Ok((keys, confirms))
+    }
+
+    /// The checks before the AEAD (see [`Keypair::open_check`]); nothing changes.
+    pub fn open_check(&mut self, now: Instant, header: &DataHeader) -> Result<&OpenKey, Dropped> {
+        let (keys, _) = self.slot(now, header)?;
+        keys.open_check(header)
+    }
+
+    /// After the AEAD: commits the replay window of the datagram's keys and, if they were
+    /// `next`, makes them current (key confirmation). Whether they were.
+    pub fn open_commit(&mut self, now: Instant, header: &DataHeader) -> Result<bool, Dropped> {
+        let (keys, confirms) = self.slot(now, header)?;
+        keys.open_commit(header)?;
         if confirms {
             self.previous = self.current.take();
             self.current = self.next.take();
         }
-        Ok((range, confirms))
+        Ok(confirms)
     }
 
     /// Drops keys that expired by `now`.

@@ -25,6 +25,15 @@
 //!   buffer's contents are unspecified. Handshake messages need [`MAX_HANDSHAKE_LEN`] bytes.
 //!   A batch of datagrams is a batch of such calls on the slots of one batch buffer (GSO/GRO
 //!   friendly: nothing is copied or allocated per datagram).
+//! - The same in two steps, so that the AEAD of a batch can run on other threads:
+//!   `seal_deferred` takes the path's counter and writes the header (in sending order) and
+//!   returns a [`SealKey`] that encrypts `buf[..n]` later, anywhere; `handle_deferred`
+//!   handles handshakes at once and, for data, makes the checks before the AEAD (session,
+//!   keys, replay window) and returns [`Deferred::Open`] with an [`OpenKey`], whose
+//!   [`Authenticated`] result goes to `finish_open`, which checks the window again, commits
+//!   it and counts. Only `OpenKey::open` makes an [`Authenticated`], so a window moves only
+//!   for a datagram that authenticated; a duplicate opened in the same batch is refused by
+//!   `finish_open`.
 //! - Outputs the endpoint makes itself are pulled: [`Gateway::poll_transmit`] (handshake
 //!   initiations and keepalives, one path each) and `poll_event()` (sessions established,
 //!   rekeyed, closed). The server answers handshakes synchronously from [`Server::handle`]
@@ -120,12 +129,13 @@ use std::ops::Range;
 
 use braid_core::PathId;
 
+pub use envelope::DataHeader;
 pub use envelope::{
     session_id, DATA_HEADER_LEN, DATA_OVERHEAD, MAX_HANDSHAKE_LEN, MAX_HANDSHAKE_PAYLOAD, TAG_LEN,
 };
 pub use gateway::{Gateway, GatewayConfig};
 pub use handshake::NOISE_PARAMS;
-pub use keypair::SealError;
+pub use keypair::{Authenticated, OpenKey, SealError, SealKey};
 pub use keys::{KeyError, PrivateKey, PublicKey};
 pub use rng::Seed;
 pub use server::{Load, Server, ServerConfig, SessionIdPrefix, MAX_PEERS};
@@ -179,6 +189,15 @@ pub enum Received {
     Reply { len: usize },
     /// A handshake message was consumed; poll events and transmits.
     Handshake,
+}
+
+/// What `handle_deferred` made of a received datagram.
+pub enum Deferred {
+    /// Handled completely (a handshake message): as `handle` would have returned.
+    Done(Received),
+    /// A data message that passed the checks before the AEAD: open it with
+    /// `key.open(&header, buf)` (on any thread) and hand the result to `finish_open`.
+    Open { key: OpenKey, header: DataHeader },
 }
 
 /// One datagram the gateway wants sent: `buf[..len]` on `path`.

@@ -14,12 +14,14 @@ use crate::envelope::{
     MAX_INITIATION_LEN, MAX_RESPONSE_LEN,
 };
 use crate::handshake::accept;
+use crate::keypair::{Authenticated, SealKey};
 use crate::keyring::Keyring;
 use crate::keys::{PrivateKey, PublicKey};
 use crate::limits::{MIN_INITIATION_INTERVAL, REJECT_AFTER_TIME, REKEY_TIMEOUT};
 use crate::rng::{Rng, Seed};
 use crate::{
-    CloseReason, ConfigError, Dropped, Event, Received, SealError, SessionId, Stats, MAX_EVENTS,
+    CloseReason, ConfigError, Deferred, Dropped, Event, Received, SealError, SessionId, Stats,
+    MAX_EVENTS,
 };
 
 /// Most gateways one server accepts: session ids must stay easy to find among 2^16 or more.
@@ -246,7 +248,7 @@ impl Server {
     /// Handles a datagram from `from`. Data is authenticated and decrypted in place; a
     /// handshake initiation is answered in `reply` ([`Received::Reply`]: send
     /// `reply[..len]` back to `from`). Anything else is dropped, counted, and changes
-    /// nothing.
+    /// nothing. [`Server::handle_deferred`] does the same in steps.
     pub fn handle(
         &mut self,
         now: Instant,
@@ -255,6 +257,27 @@ impl Server {
         buf: &mut [u8],
         reply: &mut [u8; MAX_HANDSHAKE_LEN],
     ) -> Result<Received, Dropped> {
+        match self.handle_deferred(now, from, load, buf, reply)? {
+            Deferred::Done(r) => Ok(r),
+            Deferred::Open { key, header } => {
+                let opened = key.open(&header, buf);
+                self.finish_open(now, opened)
+            }
+        }
+    }
+
+    /// [`Server::handle`] in steps, so that the AEAD of data can run on another thread (as
+    /// [`crate::Gateway::handle_deferred`]): handshakes are answered at once; for data the
+    /// checks before the AEAD are made and the key given; the AEAD's result goes to
+    /// [`Server::finish_open`], in arrival order, on this endpoint's thread.
+    pub fn handle_deferred(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        load: Load,
+        buf: &mut [u8],
+        reply: &mut [u8; MAX_HANDSHAKE_LEN],
+    ) -> Result<Deferred, Dropped> {
         let now = self.advance(now);
         let env = match Envelope::parse(buf) {
             Ok(e) => e,
@@ -265,31 +288,18 @@ impl Server {
                 let Some(session) = self.sessions.get_mut(&h.session) else {
                     return Err(self.stats.drop(Dropped::UnknownSession(h.session)));
                 };
-                let (range, _) = match session.keys.open(now, &h, buf) {
-                    Ok(r) => r,
-                    Err(e) => return Err(self.stats.drop(e)),
-                };
-                session.last_received = now;
-                // `h.session` is non-zero: sessions are stored under their non-zero id.
-                let id = SessionId::new(h.session).ok_or(Dropped::UnknownSession(0))?;
-                self.stats.opened += 1;
-                self.stats.opened_bytes += range.len() as u64;
-                if range.is_empty() {
-                    self.stats.keepalives_received += 1;
-                    return Ok(Received::Keepalive {
-                        session: id,
-                        path: h.path,
-                    });
+                match session.keys.open_check(now, &h) {
+                    Ok(k) => Ok(Deferred::Open {
+                        key: k.clone(),
+                        header: h,
+                    }),
+                    Err(e) => Err(self.stats.drop(e)),
                 }
-                Ok(Received::Data {
-                    session: id,
-                    path: h.path,
-                    payload: range,
-                })
             }
             Envelope::Initiation(init) => {
                 self.stats.initiations += 1;
                 self.initiation(now, from, load, &init, reply)
+                    .map(Deferred::Done)
                     .map_err(|e| self.stats.drop(e))
             }
             Envelope::Response(_) => Err(self
@@ -299,6 +309,42 @@ impl Server {
                 .stats
                 .drop(Dropped::UnexpectedType(MessageType::CookieReply))),
         }
+    }
+
+    /// The end of [`Server::handle_deferred`] for data: commits the replay window (or
+    /// counts the drop) and says what the datagram was.
+    pub fn finish_open(
+        &mut self,
+        now: Instant,
+        opened: Result<Authenticated, Dropped>,
+    ) -> Result<Received, Dropped> {
+        let now = self.advance(now);
+        let opened = opened.map_err(|e| self.stats.drop(e))?;
+        let h = opened.header;
+        let Some(session) = self.sessions.get_mut(&h.session) else {
+            return Err(self.stats.drop(Dropped::UnknownSession(h.session)));
+        };
+        if let Err(e) = session.keys.open_commit(now, &h) {
+            return Err(self.stats.drop(e));
+        }
+        session.last_received = now;
+        // `h.session` is non-zero: sessions are stored under their non-zero id.
+        let id = SessionId::new(h.session).ok_or(Dropped::UnknownSession(0))?;
+        let range = opened.payload;
+        self.stats.opened += 1;
+        self.stats.opened_bytes += range.len() as u64;
+        if range.is_empty() {
+            self.stats.keepalives_received += 1;
+            return Ok(Received::Keepalive {
+                session: id,
+                path: h.path,
+            });
+        }
+        Ok(Received::Data {
+            session: id,
+            path: h.path,
+            payload: range,
+        })
     }
 
     /// WireGuard §5.4.7's order: mac1 (cheap, no state), then under load mac2 or a cookie
@@ -484,9 +530,26 @@ impl Server {
         buf: &mut [u8],
         len: usize,
     ) -> Result<usize, SealError> {
+        let (n, key) = self.seal_deferred(now, session, path, buf, len)?;
+        key.seal(&mut buf[..n])?;
+        Ok(n)
+    }
+
+    /// [`Server::seal`] in two steps, as [`crate::Gateway::seal_deferred`].
+    pub fn seal_deferred(
+        &mut self,
+        now: Instant,
+        session: SessionId,
+        path: PathId,
+        buf: &mut [u8],
+        len: usize,
+    ) -> Result<(usize, SealKey), SealError> {
         let now = self.advance(now);
         let result = match self.sessions.get_mut(&session.get()) {
-            Some(s) => s.keys.seal(now, session.get(), path, buf, len),
+            Some(s) => s
+                .keys
+                .seal_deferred(now, session.get(), path, buf, len)
+                .map(|(n, k)| (n, k.clone())),
             None => Err(SealError::UnknownSession(session.get())),
         };
         match result {

@@ -169,3 +169,42 @@ fn epochs_wrap_around_over_many_rekeys() {
     assert_eq!(n.gw.session(), Some(session));
     assert_eq!(n.srv.stats().handshakes, 301);
 }
+
+#[test]
+fn a_gateway_that_hears_nothing_can_handshake_again_at_once_and_a_restarted_server_gives_a_new_session(
+) {
+    let mut n = Net::connected(&[0, 1]);
+    let old = n.gw.session().unwrap();
+    n.gw_events();
+    // The server restarts: it forgets every session (and draws new random numbers).
+    let mut config = server_config();
+    config.seed = Seed::from_u64(201);
+    n.srv = Server::new(config, n.now).unwrap();
+    let d = n.gw_seal(0, b"lost");
+    assert!(
+        n.server_opens(0, d).is_err(),
+        "the new server knows no session"
+    );
+    // Long before the rekey timer, the daemon sees the silence and asks for a handshake.
+    n.advance(Duration::from_secs(5));
+    assert!(
+        n.gw.poll_timeout().unwrap() > n.now,
+        "no timer would start one yet"
+    );
+    assert!(n.gw.rehandshake(n.now));
+    assert!(!n.gw.rehandshake(n.now), "one is already under way");
+    n.exchange();
+    let new = n.gw.session().unwrap();
+    assert_ne!(new, old);
+    let ev = n.gw_events();
+    assert_eq!(
+        ev[0],
+        Event::Closed {
+            session: old,
+            reason: CloseReason::Replaced
+        }
+    );
+    assert!(matches!(ev[1], Event::Established { session, .. } if session == new));
+    let d = n.gw_seal(1, b"again");
+    assert_eq!(n.server_opens(1, d), Ok(b"again".to_vec()));
+}
