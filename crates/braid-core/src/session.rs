@@ -654,6 +654,11 @@ impl Session {
             }
         };
         consider(self.reseq.poll_timeout());
+        consider(
+            self.scheduling
+                .retry_at
+                .filter(|_| !self.send_queue.is_empty()),
+        );
         consider(self.recovery.poll_timeout(self.last_now, &self.paths));
         if self.rx_since_report {
             consider(Some(self.next_report_at));

@@ -6,16 +6,40 @@
 //! spreads, which generalizes round-robin to paths of different delay and capacity and
 //! keeps reordering small.
 //!
+//! Beyond the paper: the bottleneck queue is capped. When the path that would deliver first
+//! already has [`QUEUE_CAP`] of queue in the sender's model, the packet waits in the
+//! session's send queue instead of joining it, as long as the send queue drains within
+//! [`HOLD_MAX`]; the send queue's backlog then counts in the predicted delivery of the paths
+//! at the cap (it waits for them), so the next path takes over when the backlog brings their
+//! delivery up to its own, as an uncapped queue would have. Waiting at the sender delivers a
+//! packet no later than queueing at the bottleneck would, but the bottleneck's drop-tail queue (often
+//! 250 ms or less) no longer overflows while the shortest path's queue grows towards the
+//! next path's delay: on a 50 ms path beside a 400 ms one, equal delivery needs 350 ms of
+//! queue, and without the cap the inner TCP sees drops at the short path's bottleneck before
+//! the long path is ever used (osctp-fig9, panel b). Beyond [`HOLD_MAX`] the packet goes out
+//! anyway and the bottleneck's queue sends the congestion signal.
+//!
 //! A path the peer has not yet reported a delay for is assumed as fast as the fastest known
 //! path (so it gets tried and measured); before any report, all paths compare by queue and
 //! transmission time alone.
+
+use std::time::Duration;
 
 use super::{candidates, Choice, PacketMeta, Scheduler};
 use crate::path::Path;
 use crate::Instant;
 
+/// Most queue, in drain time, the sender puts in front of a path's bottleneck.
+pub const QUEUE_CAP: Duration = Duration::from_millis(150);
+/// Most the send queue may take to drain (over all usable paths) for a packet to wait in it
+/// rather than exceed [`QUEUE_CAP`].
+pub const HOLD_MAX: Duration = Duration::from_millis(500);
+
 #[derive(Clone, Copy, Debug, Default)]
-pub struct DelayBased;
+pub struct DelayBased {
+    /// When a held packet should be offered again.
+    retry_at: Option<Instant>,
+}
 
 /// The predicted delivery of a datagram of `wire_bytes` on each candidate, with unknown
 /// delays replaced by the smallest known one. Yields (position, µs).
@@ -37,10 +61,31 @@ pub(crate) fn predictions(
 
 impl Scheduler for DelayBased {
     fn select(&mut self, now: Instant, packet: &PacketMeta<'_>, paths: &[Path]) -> Choice {
+        self.retry_at = None;
+        // Paths at the cap: the send queue's backlog waits for them, so it is part of their
+        // queue (a packet at the back of it would be delivered that much later).
+        let capped = |p: &Path| p.queue_delay(now) >= QUEUE_CAP;
+        let capped_bps: u64 = candidates(paths)
+            .filter(|(_, p)| capped(p))
+            .map(|(_, p)| p.capacity_bps())
+            .sum();
+        let bits = (packet.backlog as u64).saturating_mul(packet.wire_bytes as u64 * 8);
+        let backlog = Duration::from_secs_f64(bits as f64 / capped_bps.max(1) as f64);
+        let backlog_us = i64::try_from(backlog.as_micros()).unwrap_or(i64::MAX / 4);
         let pick = predictions(now, packet.wire_bytes, paths)
+            .map(|(i, t)| (i, if capped(&paths[i]) { t + backlog_us } else { t }))
             .min_by_key(|&(i, t)| (t, paths[i].id()))
             .map_or(0, |(i, _)| i);
+        if capped(&paths[pick]) && backlog < HOLD_MAX {
+            let wait = paths[pick].queue_delay(now) - QUEUE_CAP;
+            self.retry_at = Some(now + wait.max(Duration::from_millis(1)));
+            return Choice::Hold;
+        }
         Choice::Path(paths[pick].id())
+    }
+
+    fn retry_at(&self) -> Option<Instant> {
+        self.retry_at
     }
 
     fn name(&self) -> &'static str {
@@ -60,7 +105,7 @@ mod tests {
             PathSpec::new(0, 1_200_000).delay_ms(50),
             PathSpec::new(1, 1_200_000).delay_ms(20),
         ]);
-        let mut s = DelayBased;
+        let mut s = DelayBased::default();
         let mut picks = Vec::new();
         for i in 0..8 {
             let Choice::Path(p) = s.select(T0, &meta(i), &ps) else {
@@ -80,7 +125,7 @@ mod tests {
             PathSpec::new(0, 1_000_000).delay_ms(10),
             PathSpec::new(1, 10_000_000).delay_ms(10),
         ]);
-        let mut s = DelayBased;
+        let mut s = DelayBased::default();
         let mut on_slow = 0;
         for i in 0..110 {
             let Choice::Path(p) = s.select(T0, &meta(i), &ps) else {
@@ -99,11 +144,44 @@ mod tests {
             PathSpec::new(1, 1_000_000),
         ]);
         // Equal: the tie goes to path 0.
-        assert_eq!(DelayBased.select(T0, &meta(0), &ps), Choice::Path(0));
+        assert_eq!(
+            DelayBased::default().select(T0, &meta(0), &ps),
+            Choice::Path(0)
+        );
         let ps = paths(&[
             PathSpec::new(0, 1_000_000).delay_ms(40),
             PathSpec::new(1, 2_000_000),
         ]);
-        assert_eq!(DelayBased.select(T0, &meta(0), &ps), Choice::Path(1));
+        assert_eq!(
+            DelayBased::default().select(T0, &meta(0), &ps),
+            Choice::Path(1)
+        );
+    }
+
+    #[test]
+    fn holds_rather_than_overfill_the_bottleneck_queue() {
+        // 1.2 Mbit/s: 10 ms per 1500-byte datagram. Delays 50 ms and 400 ms: the short path
+        // delivers first until its queue reaches 350 ms, but the sender stops at the cap.
+        let mut ps = paths(&[
+            PathSpec::new(0, 1_200_000).delay_ms(50),
+            PathSpec::new(1, 1_200_000).delay_ms(400),
+        ]);
+        let mut s = DelayBased::default();
+        let mut m = meta(0);
+        m.backlog = 10;
+        for i in 0..15 {
+            assert_eq!(s.select(T0, &m, &ps), Choice::Path(0), "{i}");
+            ps[0].send_for_test(T0, 1500);
+        }
+        assert_eq!(s.select(T0, &m, &ps), Choice::Hold);
+        assert_eq!(s.retry_at(), Some(T0 + Duration::from_millis(1)));
+        // 20 ms later the queue is back under the cap.
+        let later = T0 + Duration::from_millis(20);
+        assert_eq!(s.select(later, &m, &ps), Choice::Path(0));
+        assert_eq!(s.retry_at(), None);
+        ps[0].send_for_test(later, 1500);
+        // A send queue that would take longer than HOLD_MAX to drain is not held.
+        m.backlog = 60;
+        assert_eq!(s.select(later, &m, &ps), Choice::Path(0));
     }
 }
