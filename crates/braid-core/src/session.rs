@@ -222,9 +222,9 @@ impl Session {
                 max: self.config.max_packet_size,
             });
         }
-        if self.send_queue.len() >= self.config.send_queue_limit {
+        if self.send_queue.len() >= self.config.send_queue_limit || self.scheduling.backlog_full {
             self.stats.send_queue_drops += 1;
-            return Err(SendError::QueueFull(self.config.send_queue_limit));
+            return Err(SendError::QueueFull(self.send_queue.len()));
         }
         let mut buf = self.pool.pop().unwrap_or_default();
         buf.clear();

@@ -8,16 +8,18 @@
 //!
 //! Beyond the paper: the bottleneck queue is capped. When the path that would deliver first
 //! already has [`QUEUE_CAP`] of queue in the sender's model, the packet waits in the
-//! session's send queue instead of joining it, as long as the send queue drains within
-//! [`HOLD_MAX`]; the send queue's backlog then counts in the predicted delivery of the paths
+//! session's send queue instead of joining it; the send queue's backlog then counts in the predicted delivery of the paths
 //! at the cap (it waits for them), so the next path takes over when the backlog brings their
 //! delivery up to its own, as an uncapped queue would have. Waiting at the sender delivers a
 //! packet no later than queueing at the bottleneck would, but the bottleneck's drop-tail queue (often
 //! 250 ms or less) no longer overflows while the shortest path's queue grows towards the
 //! next path's delay: on a 50 ms path beside a 400 ms one, equal delivery needs 350 ms of
 //! queue, and without the cap the inner TCP sees drops at the short path's bottleneck before
-//! the long path is ever used (osctp-fig9, panel b). Beyond [`HOLD_MAX`] the packet goes out
-//! anyway and the bottleneck's queue sends the congestion signal.
+//! the long path is ever used (osctp-fig9, panel b). When the send queue takes
+//! [`HOLD_MAX`] to drain, the session refuses new packets until it shrinks: the congestion
+//! signal comes from the sender's drop-tail instead of a burst into the bottleneck, which
+//! the loss guard would also take for a lossy path. Refusing new packets rather than
+//! dropping the waiting one keeps data sequence numbers free of holes.
 //!
 //! A path the peer has not yet reported a delay for is assumed as fast as the fastest known
 //! path (so it gets tried and measured); before any report, all paths compare by queue and
@@ -31,14 +33,16 @@ use crate::Instant;
 
 /// Most queue, in drain time, the sender puts in front of a path's bottleneck.
 pub const QUEUE_CAP: Duration = Duration::from_millis(150);
-/// Most the send queue may take to drain (over all usable paths) for a packet to wait in it
-/// rather than exceed [`QUEUE_CAP`].
+/// Most the send queue may take to drain (over the paths at the cap) while packets wait in
+/// it: beyond, the session refuses new packets (a drop-tail at the sender).
 pub const HOLD_MAX: Duration = Duration::from_millis(500);
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DelayBased {
     /// When a held packet should be offered again.
     retry_at: Option<Instant>,
+    /// The send queue takes [`HOLD_MAX`] or more to drain.
+    backlog_full: bool,
 }
 
 /// The predicted delivery of a datagram of `wire_bytes` on each candidate, with unknown
@@ -76,12 +80,18 @@ impl Scheduler for DelayBased {
             .map(|(i, t)| (i, if capped(&paths[i]) { t + backlog_us } else { t }))
             .min_by_key(|&(i, t)| (t, paths[i].id()))
             .map_or(0, |(i, _)| i);
-        if capped(&paths[pick]) && backlog < HOLD_MAX {
+        self.backlog_full = false;
+        if capped(&paths[pick]) {
+            self.backlog_full = backlog >= HOLD_MAX;
             let wait = paths[pick].queue_delay(now) - QUEUE_CAP;
             self.retry_at = Some(now + wait.max(Duration::from_millis(1)));
             return Choice::Hold;
         }
         Choice::Path(paths[pick].id())
+    }
+
+    fn backlog_full(&self) -> bool {
+        self.backlog_full
     }
 
     fn retry_at(&self) -> Option<Instant> {
@@ -180,8 +190,22 @@ mod tests {
         assert_eq!(s.select(later, &m, &ps), Choice::Path(0));
         assert_eq!(s.retry_at(), None);
         ps[0].send_for_test(later, 1500);
-        // A send queue that would take longer than HOLD_MAX to drain is not held.
-        m.backlog = 60;
-        assert_eq!(s.select(later, &m, &ps), Choice::Path(0));
+        assert!(!s.backlog_full());
+        ps[0].send_for_test(later, 1500);
+        // The send queue's backlog counts in the capped path's delivery: 40 packets waiting
+        // (400 ms) bring it past the long path's.
+        m.backlog = 40;
+        assert_eq!(s.select(later, &m, &ps), Choice::Path(1));
+        // A send queue that takes HOLD_MAX to drain over the capped paths is full.
+        let mut one = paths(&[PathSpec::new(0, 1_200_000).delay_ms(50)]);
+        for _ in 0..15 {
+            one[0].send_for_test(T0, 1500);
+        }
+        m.backlog = 49;
+        assert_eq!(s.select(T0, &m, &one), Choice::Hold);
+        assert!(!s.backlog_full());
+        m.backlog = 50;
+        assert_eq!(s.select(T0, &m, &one), Choice::Hold);
+        assert!(s.backlog_full());
     }
 }

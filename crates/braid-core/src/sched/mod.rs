@@ -86,6 +86,12 @@ pub trait Scheduler: Send {
         None
     }
 
+    /// After a [`Choice::Hold`]: whether the packets waiting are already too many, so that
+    /// the session should refuse new ones until they shrink.
+    fn backlog_full(&self) -> bool {
+        false
+    }
+
     /// Whether a [`Choice::Path`] pins the packet's flow to that path (flow-level policies).
     fn pins_flows(&self) -> bool {
         false

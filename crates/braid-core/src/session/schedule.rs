@@ -65,6 +65,9 @@ pub(super) struct Scheduling {
     pub(super) arrivals: VecDeque<(u32, PathId, u32)>,
     /// The head of the send queue was held until this instant (no feedback may end it).
     pub(super) retry_at: Option<Instant>,
+    /// The scheduler holds the head of the send queue and the queue is too long: refuse new
+    /// packets.
+    pub(super) backlog_full: bool,
 }
 
 impl Scheduling {
@@ -85,6 +88,7 @@ impl Scheduling {
             predictions: VecDeque::new(),
             arrivals: VecDeque::new(),
             retry_at: None,
+            backlog_full: false,
         }
     }
 }
@@ -127,9 +131,11 @@ impl Session {
         };
         let choice = scheduler.select(now, &meta, &self.paths);
         sch.retry_at = None;
+        sch.backlog_full = false;
         let (pi, redundant) = match choice {
             Choice::Hold => {
                 sch.retry_at = scheduler.retry_at();
+                sch.backlog_full = scheduler.backlog_full();
                 return None;
             }
             Choice::Path(id) => (self.index[usize::from(id)].map(usize::from)?, false),
