@@ -21,6 +21,15 @@
 //! the loss guard would also take for a lossy path. Refusing new packets rather than
 //! dropping the waiting one keeps data sequence numbers free of holes.
 //!
+//! Also beyond the paper: the first [`SHORT_FLOW`] packets of a flow go redundantly (a copy
+//! on every live path) while some live path loses more than the loss guard's bar
+//! ([`crate::sched::guard::ABSOLUTE`]). A short flow's completion time is a few round trips,
+//! and one loss costs it a retransmission timeout; the copies make it as fast as the
+//! fastest path and as reliable as all of them together, for a few packets' capacity. Long
+//! flows are placed as above (duplicating them would halve the bond's capacity), and the
+//! loss guard keeps them off the lossy path (never-worse, "both lossy": a 30 ms path losing
+//! 5% beside a 60 ms one losing 1%).
+//!
 //! A path the peer has not yet reported a delay for is assumed as fast as the fastest known
 //! path (so it gets tried and measured); before any report, all paths compare by queue and
 //! transmission time alone.
@@ -30,6 +39,9 @@ use std::time::Duration;
 use super::{candidates, Choice, PacketMeta, Scheduler};
 use crate::path::Path;
 use crate::Instant;
+
+/// Packets of a flow sent redundantly when some path is lossy.
+pub const SHORT_FLOW: u32 = 32;
 
 /// Most queue, in drain time, the sender puts in front of a path's bottleneck.
 pub const QUEUE_CAP: Duration = Duration::from_millis(150);
@@ -63,9 +75,20 @@ pub(crate) fn predictions(
     })
 }
 
+/// Whether there are several live paths and one of them loses more than the loss guard's
+/// bar.
+fn lossy_bond(paths: &[Path]) -> bool {
+    let live = || paths.iter().filter(|p| p.is_live());
+    live().count() > 1 && live().any(|p| p.long_loss_rate() > super::guard::ABSOLUTE)
+}
+
 impl Scheduler for DelayBased {
     fn select(&mut self, now: Instant, packet: &PacketMeta<'_>, paths: &[Path]) -> Choice {
         self.retry_at = None;
+        self.backlog_full = false;
+        if packet.flow.is_some_and(|f| f.packets <= SHORT_FLOW) && lossy_bond(paths) {
+            return Choice::Redundant;
+        }
         // Paths at the cap: the send queue's backlog waits for them, so it is part of their
         // queue (a packet at the back of it would be delivered that much later).
         let capped = |p: &Path| p.queue_delay(now) >= QUEUE_CAP;
@@ -80,7 +103,6 @@ impl Scheduler for DelayBased {
             .map(|(i, t)| (i, if capped(&paths[i]) { t + backlog_us } else { t }))
             .min_by_key(|&(i, t)| (t, paths[i].id()))
             .map_or(0, |(i, _)| i);
-        self.backlog_full = false;
         if capped(&paths[pick]) {
             self.backlog_full = backlog >= HOLD_MAX;
             let wait = paths[pick].queue_delay(now) - QUEUE_CAP;
@@ -207,5 +229,32 @@ mod tests {
         m.backlog = 50;
         assert_eq!(s.select(T0, &m, &one), Choice::Hold);
         assert!(s.backlog_full());
+    }
+
+    #[test]
+    fn short_flows_go_redundantly_over_a_lossy_bond() {
+        let mut ps = paths(&[
+            PathSpec::new(0, 5_000_000).delay_ms(30),
+            PathSpec::new(1, 5_000_000).delay_ms(60),
+        ]);
+        let mut m = meta(0);
+        m.flow = Some(crate::flow::FlowMeta {
+            id: 0,
+            class: 0,
+            hash: 0,
+            new: false,
+            pinned: None,
+            inbound: None,
+            retransmission: false,
+            packets: SHORT_FLOW,
+        });
+        let mut s = DelayBased::default();
+        assert_eq!(s.select(T0, &m, &ps), Choice::Path(0));
+        ps[0].set_loss_for_test(0.05);
+        assert_eq!(s.select(T0, &m, &ps), Choice::Redundant);
+        if let Some(f) = m.flow.as_mut() {
+            f.packets = SHORT_FLOW + 1;
+        }
+        assert_eq!(s.select(T0, &m, &ps), Choice::Path(0));
     }
 }
