@@ -30,6 +30,13 @@
 //! loss guard keeps them off the lossy path (never-worse, "both lossy": a 30 ms path losing
 //! 5% beside a 60 ms one losing 1%).
 //!
+//! When every live path is so lossy that a TCP flow over it alone is limited by its losses
+//! to less than half its capacity (the Mathis et al. bound `MSS / RTT · 1.22 / √p` over the
+//! path's RTT and long-term loss rate), all packets go redundantly: the bond then loses
+//! only what every path loses at once (0.05% for paths losing 5% and 1%), which the inner
+//! TCP turns into far more goodput than any path alone gives, since what limits it is
+//! loss, not capacity (never-worse, "both lossy", bulk).
+//!
 //! A path the peer has not yet reported a delay for is assumed as fast as the fastest known
 //! path (so it gets tried and measured); before any report, all paths compare by queue and
 //! transmission time alone.
@@ -82,11 +89,32 @@ fn lossy_bond(paths: &[Path]) -> bool {
     live().count() > 1 && live().any(|p| p.long_loss_rate() > super::guard::ABSOLUTE)
 }
 
+/// TCP segment size assumed for the loss-limited rate, bytes.
+const MSS: f64 = 1400.0;
+
+/// Whether there are several live paths and TCP alone over any of them would be held by its
+/// losses to less than half the path's capacity.
+fn loss_limited_bond(paths: &[Path]) -> bool {
+    let live = || paths.iter().filter(|p| p.is_live());
+    live().count() > 1
+        && live().all(|p| {
+            let loss = p.long_loss_rate();
+            let Some(rtt) = p.srtt() else {
+                return false;
+            };
+            loss > 0.0 && {
+                let rate = MSS * 8.0 / rtt.as_secs_f64().max(1e-3) * 1.22 / loss.sqrt();
+                rate < p.capacity_bps() as f64 / 2.0
+            }
+        })
+}
+
 impl Scheduler for DelayBased {
     fn select(&mut self, now: Instant, packet: &PacketMeta<'_>, paths: &[Path]) -> Choice {
         self.retry_at = None;
         self.backlog_full = false;
-        if packet.flow.is_some_and(|f| f.packets <= SHORT_FLOW) && lossy_bond(paths) {
+        let short = packet.flow.is_some_and(|f| f.packets <= SHORT_FLOW);
+        if (short && lossy_bond(paths)) || loss_limited_bond(paths) {
             return Choice::Redundant;
         }
         // Paths at the cap: the send queue's backlog waits for them, so it is part of their
@@ -256,5 +284,23 @@ mod tests {
             f.packets = SHORT_FLOW + 1;
         }
         assert_eq!(s.select(T0, &m, &ps), Choice::Path(0));
+    }
+
+    #[test]
+    fn everything_goes_redundantly_when_every_path_is_loss_limited() {
+        // 5 Mbit/s paths, RTTs 60 and 120 ms: TCP over the second alone at 1% loss gets
+        // 1400 B / 0.12 s · 1.22 / 0.1 = 1.14 Mbit/s, under half its capacity.
+        let mut ps = paths(&[
+            PathSpec::new(0, 5_000_000).delay_ms(30).rtt_ms(60),
+            PathSpec::new(1, 5_000_000).delay_ms(60).rtt_ms(120),
+        ]);
+        ps[0].set_loss_for_test(0.05);
+        let mut s = DelayBased::default();
+        assert_eq!(s.select(T0, &meta(0), &ps), Choice::Path(0));
+        ps[1].set_loss_for_test(0.01);
+        assert_eq!(s.select(T0, &meta(0), &ps), Choice::Redundant);
+        // At 0.01% TCP gets 11 Mbit/s over it: not loss-limited.
+        ps[1].set_loss_for_test(0.0001);
+        assert_eq!(s.select(T0, &meta(0), &ps), Choice::Path(0));
     }
 }
