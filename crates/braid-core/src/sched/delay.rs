@@ -22,8 +22,8 @@
 //! dropping the waiting one keeps data sequence numbers free of holes.
 //!
 //! Also beyond the paper: the first [`SHORT_FLOW`] packets of a flow go redundantly (a copy
-//! on every live path) while some live path loses more than the loss guard's bar
-//! ([`crate::sched::guard::ABSOLUTE`]). A short flow's completion time is a few round trips,
+//! on every live path) while the loss guard ([`crate::sched::guard`]) has set aside a live
+//! path of shorter delay than those left. A short flow's completion time is a few round trips,
 //! and one loss costs it a retransmission timeout; the copies make it as fast as the
 //! fastest path and as reliable as all of them together, for a few packets' capacity. Long
 //! flows are placed as above (duplicating them would halve the bond's capacity), and the
@@ -82,11 +82,19 @@ pub(crate) fn predictions(
     })
 }
 
-/// Whether there are several live paths and one of them loses more than the loss guard's
-/// bar.
+/// Whether the loss guard has set aside a live path of shorter delay than every path left
+/// usable (so that short flows lose speed with it).
 fn lossy_bond(paths: &[Path]) -> bool {
     let live = || paths.iter().filter(|p| p.is_live());
-    live().count() > 1 && live().any(|p| p.long_loss_rate() > super::guard::ABSOLUTE)
+    let usable = live()
+        .filter(|p| !p.is_loss_guarded())
+        .filter_map(Path::delay_skew_us)
+        .min();
+    let guarded = live()
+        .filter(|p| p.is_loss_guarded())
+        .filter_map(Path::delay_skew_us)
+        .min();
+    matches!((guarded, usable), (Some(g), Some(u)) if g < u)
 }
 
 /// TCP segment size assumed for the loss-limited rate, bytes.
@@ -142,6 +150,12 @@ impl Scheduler for DelayBased {
 
     fn backlog_full(&self) -> bool {
         self.backlog_full
+    }
+
+    /// Copies only go where the queue is under the cap: a copy is never worth overflowing
+    /// a bottleneck (and its drops would mislead the queue model and the loss guard).
+    fn wants_copy(&self, now: Instant, path: &Path) -> bool {
+        path.queue_delay(now) < QUEUE_CAP
     }
 
     fn retry_at(&self) -> Option<Instant> {
@@ -279,9 +293,19 @@ mod tests {
         let mut s = DelayBased::default();
         assert_eq!(s.select(T0, &m, &ps), Choice::Path(0));
         ps[0].set_loss_for_test(0.05);
+        crate::sched::guard::update(&mut ps, false);
         assert_eq!(s.select(T0, &m, &ps), Choice::Redundant);
         if let Some(f) = m.flow.as_mut() {
             f.packets = SHORT_FLOW + 1;
+        }
+        // A long flow stays off the guarded path.
+        assert_eq!(s.select(T0, &m, &ps), Choice::Path(1));
+        // The slower path guarded instead: short flows lose nothing by it.
+        ps[0].set_loss_for_test(0.0);
+        ps[1].set_loss_for_test(0.05);
+        crate::sched::guard::update(&mut ps, false);
+        if let Some(f) = m.flow.as_mut() {
+            f.packets = 1;
         }
         assert_eq!(s.select(T0, &m, &ps), Choice::Path(0));
     }

@@ -92,6 +92,12 @@ pub trait Scheduler: Send {
         false
     }
 
+    /// After a [`Choice::Redundant`]: whether a copy should also go on `path` (every live
+    /// path by default).
+    fn wants_copy(&self, _now: Instant, _path: &Path) -> bool {
+        true
+    }
+
     /// Whether a [`Choice::Path`] pins the packet's flow to that path (flow-level policies).
     fn pins_flows(&self) -> bool {
         false

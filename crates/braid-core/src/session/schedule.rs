@@ -158,8 +158,10 @@ impl Session {
         self.recovery
             .on_data_sent(now, seq, &self.paths[pi], &packet);
         if redundant {
-            let remaining: VecDeque<usize> =
-                live_positions(&self.paths).filter(|&i| i != pi).collect();
+            let scheduler = &self.scheduling.schedulers[class];
+            let remaining: VecDeque<usize> = live_positions(&self.paths)
+                .filter(|&i| i != pi && scheduler.wants_copy(now, &self.paths[i]))
+                .collect();
             if !remaining.is_empty() {
                 self.scheduling.copies = Some(Copies {
                     seq,
