@@ -35,10 +35,15 @@ fn errors(
     exp_avg: &mut Vec<f64>,
     by_path: &mut HashMap<PathId, Vec<f64>>,
 ) {
-    let arrived: HashMap<u32, u32> = arrivals.iter().map(|&(s, _, at)| (s, at)).collect();
+    // By sequence number and path: a packet sent on several paths (redundant copies) has a
+    // prediction and an arrival on each.
+    let arrived: HashMap<(u32, PathId), u32> = arrivals
+        .iter()
+        .map(|&(s, path, at)| ((s, path), at))
+        .collect();
     // Delay-based: the engine's own prediction.
     for p in predictions {
-        if let (Some(pred), Some(&at)) = (p.predicted, arrived.get(&p.seq)) {
+        if let (Some(pred), Some(&at)) = (p.predicted, arrived.get(&(p.seq, p.path))) {
             let e = f64::from(at.wrapping_sub(pred) as i32) / 1e3;
             delay_based.push(e);
             by_path.entry(p.path).or_default().push(e);
@@ -48,7 +53,7 @@ fn errors(
     let mut samples: Vec<(i64, PathId, f64)> = predictions
         .iter()
         .filter_map(|p| {
-            let at = *arrived.get(&p.seq)?;
+            let at = *arrived.get(&(p.seq, p.path))?;
             let owd = i64::from(at.wrapping_sub(p.sent) as i32);
             let known = i64::from(p.sent) + 2 * owd + REPORT_US;
             Some((known, p.path, owd as f64))
@@ -66,7 +71,7 @@ fn errors(
             *e += (owd - *e) / 8.0;
             next += 1;
         }
-        if let (Some(est), Some(&at)) = (ewma.get(&p.path), arrived.get(&p.seq)) {
+        if let (Some(est), Some(&at)) = (ewma.get(&p.path), arrived.get(&(p.seq, p.path))) {
             let actual = f64::from(at.wrapping_sub(p.sent) as i32);
             exp_avg.push((actual - est) / 1e3);
         }

@@ -134,6 +134,11 @@ impl Resequencer {
         self.hole_timeout.set_base(t);
     }
 
+    /// The measured delay gap between the paths that carry data (see [`HoleTimeout`]).
+    pub fn set_delay_gap(&mut self, gap: Duration) {
+        self.hole_timeout.set_delay_gap(gap);
+    }
+
     /// Packets waiting behind holes.
     pub fn waiting(&self) -> usize {
         self.slots

@@ -230,9 +230,9 @@ impl Session {
                 max: self.config.max_packet_size,
             });
         }
-        if self.send_queue.len() >= self.config.send_queue_limit {
+        if self.send_queue.len() >= self.config.send_queue_limit || self.scheduling.backlog_full {
             self.stats.send_queue_drops += 1;
-            return Err(SendError::QueueFull(self.config.send_queue_limit));
+            return Err(SendError::QueueFull(self.send_queue.len()));
         }
         let mut buf = self.pool.pop().unwrap_or_default();
         buf.clear();
@@ -677,6 +677,11 @@ impl Session {
             }
         };
         consider(self.reseq.poll_timeout());
+        consider(
+            self.scheduling
+                .retry_at
+                .filter(|_| !self.send_queue.is_empty()),
+        );
         consider(self.recovery.poll_timeout(self.last_now, &self.paths));
         if self.rx_since_report {
             consider(Some(self.next_report_at));

@@ -46,6 +46,8 @@ pub struct PathStats {
     /// Datagrams that arrived out of order within the path.
     pub rx_reordered: u64,
     pub srtt_ms: Option<f64>,
+    /// Smallest recent delay from a send until the peer's feedback reported it.
+    pub feedback_ms: Option<f64>,
     /// Sender's queue estimate at the latest instant the engine saw.
     pub queue_ms: f64,
 }

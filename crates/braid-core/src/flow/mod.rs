@@ -47,6 +47,8 @@ pub struct FlowEntry {
     pub last_seen: Instant,
     /// A FIN or RST was sent.
     pub closed: bool,
+    /// Packets of the flow sent so far (saturating).
+    pub packets: u32,
     /// For TCP: the highest sequence number sent so far (end of the highest segment).
     snd_max: Option<u32>,
 }
@@ -70,6 +72,8 @@ pub struct FlowMeta {
     pub inbound: Option<PathId>,
     /// A TCP segment that starts below data already sent: an inner retransmission.
     pub retransmission: bool,
+    /// Packets of the flow sent so far, this one included (saturating).
+    pub packets: u32,
 }
 
 /// Counters of the flow table.
@@ -156,12 +160,14 @@ impl FlowTable {
             inbound: None,
             last_seen: now,
             closed: false,
+            packets: 0,
             snd_max: None,
         });
         if new {
             self.next_id += 1;
         }
         e.last_seen = now;
+        e.packets = e.packets.saturating_add(1);
         let mut retransmission = false;
         if let Some(t) = info.tcp {
             if t.fin || t.rst {
@@ -194,6 +200,7 @@ impl FlowTable {
             pinned: e.pinned,
             inbound: e.inbound,
             retransmission,
+            packets: e.packets,
         })
     }
 
@@ -226,6 +233,7 @@ impl FlowTable {
                     inbound: Some(path),
                     last_seen: now,
                     closed: false,
+                    packets: 0,
                     snd_max: None,
                 },
             );

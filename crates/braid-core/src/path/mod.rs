@@ -16,6 +16,7 @@
 pub mod capacity;
 pub mod delay;
 pub mod liveness;
+pub mod feedback;
 
 /// Datagrams whose predicted wait is remembered for queue-model corrections.
 pub const SENT_RING: usize = 1024;
@@ -38,6 +39,7 @@ use crate::{Instant, PathConfig, PathId};
 use capacity::CapacityEstimator;
 use delay::DelayEstimator;
 use liveness::TxLiveness;
+use feedback::FeedbackDelay;
 use loss::LossEstimator;
 use queue::{transmission_time, QueueEstimate};
 use rtt::RttEstimator;
@@ -60,6 +62,8 @@ struct TxState {
     delay_skew: Option<i64>,
     loss: f64,
     rtt: RttEstimator,
+    /// From sending a datagram until the peer's feedback reports it.
+    feedback: FeedbackDelay,
     /// The peer hears this path (from its latest report; true until it says otherwise).
     peer_live: bool,
     /// Set aside by the loss guard.
@@ -102,6 +106,9 @@ struct RxState {
     echo: Option<(u32, Instant)>,
     /// Queueing delay the highest-numbered datagram saw, µs.
     latest_queue_us: u32,
+    /// When a data datagram last arrived on the path, or, before the first, when the path
+    /// was first heard (until then it may carry data any moment).
+    last_data_rx: Option<Instant>,
     packets: u64,
     bytes: u64,
 }
@@ -122,6 +129,7 @@ impl Path {
                 delay_skew: None,
                 loss: 0.0,
                 rtt: RttEstimator::default(),
+                feedback: FeedbackDelay::default(),
                 peer_live: true,
                 loss_guarded: false,
                 liveness: TxLiveness::default(),
@@ -151,6 +159,7 @@ impl Path {
                 received: 0,
                 echo: None,
                 latest_queue_us: 0,
+                last_data_rx: None,
                 packets: 0,
                 bytes: 0,
             },
@@ -299,6 +308,13 @@ impl Path {
         &self.tx.rtt
     }
 
+    /// The smallest recent delay from sending a datagram on the path until the peer's
+    /// feedback reports it ([`feedback`]): how long a datagram counts in
+    /// [`Path::unacked_datagrams`] when the path's queue is empty.
+    pub fn feedback_delay(&self) -> Option<Duration> {
+        self.tx.feedback.min()
+    }
+
     /// Datagrams sent on the path that the peer had not yet reported received, by path
     /// sequence numbers (lost ones included until a report moves past them).
     pub fn unacked_datagrams(&self) -> u32 {
@@ -321,6 +337,22 @@ impl Path {
     /// When we last received on the path.
     pub fn last_rx(&self) -> Option<Instant> {
         self.rx.last_rx
+    }
+
+    /// Notes that a data datagram arrived on the path now.
+    pub(crate) fn note_data_rx(&mut self, now: Instant) {
+        self.rx.last_data_rx = Some(now);
+    }
+
+    /// For a path that carried data within `recent` of `now` (or was first heard then): our receive-side estimate of
+    /// `d + δ` (µs, wrapping like timestamps) and the queueing delay the latest datagram
+    /// saw (µs).
+    pub(crate) fn rx_data_delay(&self, now: Instant, recent: Duration) -> Option<(u32, u32)> {
+        let at = self.rx.last_data_rx?;
+        if now.saturating_duration_since(at) > recent {
+            return None;
+        }
+        Some((self.rx.delay.estimate()?, self.rx.latest_queue_us))
     }
 
     /// Whether we hear the path (rx side liveness).
@@ -373,6 +405,7 @@ impl Path {
         wire_bytes: usize,
     ) -> (bool, Option<u64>) {
         let came_up = !self.rx.live || self.rx.last_rx.is_none();
+        self.rx.last_data_rx.get_or_insert(now);
         self.rx.live = true;
         self.rx.last_rx = Some(now);
         self.rx.packets += 1;
@@ -423,7 +456,8 @@ impl Path {
     /// received. Returns the datagrams newly acknowledged and newly inferred lost (the
     /// sequence numbers the highest one moved past, less those that arrived). Stale
     /// feedback (an older highest) changes nothing.
-    pub(crate) fn on_path_ack(&mut self, highest: u32, received: u32) -> (u32, u32) {
+    /// Also samples the feedback delay of the datagram `highest` names.
+    pub(crate) fn on_path_ack(&mut self, now: Instant, highest: u32, received: u32) -> (u32, u32) {
         match self.tx.peer_highest_seq {
             Some(h) if (highest.wrapping_sub(h) as i32) <= 0 => (0, 0),
             prev => {
@@ -441,6 +475,14 @@ impl Path {
                 };
                 self.tx.peer_highest_seq = Some(highest);
                 self.tx.peer_received = received;
+                if let Some(&(s, sent, _, _)) = self.tx.sent_ring.get(highest as usize % SENT_RING)
+                {
+                    if s == highest {
+                        self.tx
+                            .feedback
+                            .sample(now, now.saturating_duration_since(sent));
+                    }
+                }
                 let (acked, lost) = (arrived.min(advanced), advanced.saturating_sub(arrived));
                 let n = acked + lost;
                 if n > 0 && lost < loss::OUTAGE_GAP {
@@ -591,6 +633,7 @@ impl Path {
             rx_lost: self.rx.loss.lost(),
             rx_reordered: self.rx.loss.reordered(),
             srtt_ms: self.tx.rtt.srtt().map(|d| d.as_secs_f64() * 1e3),
+            feedback_ms: self.tx.feedback.min().map(|d| d.as_secs_f64() * 1e3),
             queue_ms: self.tx.queue.length(now).as_secs_f64() * 1e3,
         }
     }

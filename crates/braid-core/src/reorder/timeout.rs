@@ -13,6 +13,13 @@
 //! [`DECAY`], and the timeout is `GAIN × estimate + MARGIN`, clamped to
 //! [`MIN`, `MAX`]. Before the first sample it is the configured timeout. Real losses never
 //! fill their hole and produce no sample, so they do not inflate it.
+//!
+//! Samples only show the reordering that already happened, and they decay: a slow path that
+//! carries a packet now and then (a window scheduler spilling onto it) makes holes longer
+//! than the decayed estimate, the hole is given up, and the inner TCP takes the late packet
+//! for a loss. So the adaptive timeout also has a floor from the measured delay gap between
+//! the paths that carry data ([`HoleTimeout::set_delay_gap`]): the longest a packet can trail
+//! the packets sent after it on the fastest path, `GAIN × gap + MARGIN`.
 
 use std::time::Duration;
 
@@ -38,6 +45,8 @@ pub struct HoleTimeout {
     /// Largest recent lateness, µs, as of `at`.
     estimate: Option<(f64, Instant)>,
     samples: u64,
+    /// Delay gap between the paths that carry data.
+    gap: Duration,
 }
 
 impl HoleTimeout {
@@ -47,12 +56,20 @@ impl HoleTimeout {
             base,
             estimate: None,
             samples: 0,
+            gap: Duration::ZERO,
         }
     }
 
     /// Replaces the configured timeout (the server's config, or a fixed setting).
     pub fn set_base(&mut self, base: Duration) {
         self.base = base;
+    }
+
+    /// The measured delay gap between the paths that carry data: the latest arrival offset
+    /// (one-way delay plus queue) of any of them less the smallest one-way delay among
+    /// them. Sets the adaptive timeout's floor.
+    pub fn set_delay_gap(&mut self, gap: Duration) {
+        self.gap = gap;
     }
 
     pub fn samples(&self) -> u64 {
@@ -69,10 +86,14 @@ impl HoleTimeout {
     /// The timeout at `now`.
     pub fn current(&self, now: Instant) -> Duration {
         match (self.mode, self.decayed(now)) {
-            (HoleTimeoutMode::Fixed, _) | (HoleTimeoutMode::Adaptive, None) => self.base,
-            (HoleTimeoutMode::Adaptive, Some(us)) => {
-                let t = Duration::from_secs_f64(GAIN * us / 1e6) + MARGIN;
-                t.clamp(MIN, MAX)
+            (HoleTimeoutMode::Fixed, _) => self.base,
+            (HoleTimeoutMode::Adaptive, None) if self.gap.is_zero() => self.base,
+            (HoleTimeoutMode::Adaptive, estimate) => {
+                let floor = self.gap.mul_f64(GAIN) + MARGIN;
+                let t = estimate.map_or(self.base, |us| {
+                    Duration::from_secs_f64(GAIN * us / 1e6) + MARGIN
+                });
+                t.max(floor).clamp(MIN, MAX)
             }
         }
     }
@@ -118,5 +139,24 @@ mod tests {
         assert_eq!(t.current(ms(200_000)), MIN);
         t.sample(ms(0), Duration::from_secs(5));
         assert_eq!(t.current(ms(0)), MAX);
+    }
+
+    #[test]
+    fn the_delay_gap_is_a_floor() {
+        let mut t = HoleTimeout::new(HoleTimeoutMode::Adaptive, Duration::from_millis(50));
+        t.set_delay_gap(Duration::from_millis(400));
+        // Before any sample: the floor, above the configured 50 ms.
+        assert_eq!(t.current(ms(0)), Duration::from_millis(505));
+        // A small lateness does not bring it below the floor; a larger one raises it.
+        t.sample(ms(1000), Duration::from_millis(80));
+        assert_eq!(t.current(ms(1000)), Duration::from_millis(505));
+        t.sample(ms(1000), Duration::from_millis(600));
+        assert_eq!(t.current(ms(1000)), Duration::from_millis(755));
+        // Paths of equal delay: the samples decide.
+        t.set_delay_gap(Duration::ZERO);
+        assert_eq!(t.current(ms(1000)), Duration::from_millis(755));
+        let mut f = HoleTimeout::new(HoleTimeoutMode::Fixed, Duration::from_millis(50));
+        f.set_delay_gap(Duration::from_millis(400));
+        assert_eq!(f.current(ms(0)), Duration::from_millis(50));
     }
 }

@@ -196,6 +196,7 @@ mod tests {
             pinned: None,
             inbound: None,
             retransmission: true,
+            packets: 10,
         });
         assert_eq!(Adas::default().select(T0, &m, &ps), Choice::Path(1));
     }

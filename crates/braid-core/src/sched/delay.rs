@@ -6,16 +6,63 @@
 //! spreads, which generalizes round-robin to paths of different delay and capacity and
 //! keeps reordering small.
 //!
+//! Beyond the paper: the bottleneck queue is capped. When the path that would deliver first
+//! already has [`QUEUE_CAP`] of queue in the sender's model, the packet waits in the
+//! session's send queue instead of joining it; the send queue's backlog then counts in the predicted delivery of the paths
+//! at the cap (it waits for them), so the next path takes over when the backlog brings their
+//! delivery up to its own, as an uncapped queue would have. Waiting at the sender delivers a
+//! packet no later than queueing at the bottleneck would, but the bottleneck's drop-tail queue (often
+//! 250 ms or less) no longer overflows while the shortest path's queue grows towards the
+//! next path's delay: on a 50 ms path beside a 400 ms one, equal delivery needs 350 ms of
+//! queue, and without the cap the inner TCP sees drops at the short path's bottleneck before
+//! the long path is ever used (osctp-fig9, panel b). When the send queue takes
+//! [`HOLD_MAX`] to drain, the session refuses new packets until it shrinks: the congestion
+//! signal comes from the sender's drop-tail instead of a burst into the bottleneck, which
+//! the loss guard would also take for a lossy path. Refusing new packets rather than
+//! dropping the waiting one keeps data sequence numbers free of holes.
+//!
+//! Also beyond the paper: the first [`SHORT_FLOW`] packets of a flow go redundantly (a copy
+//! on every live path) while the loss guard ([`crate::sched::guard`]) has set aside a live
+//! path of shorter delay than those left. A short flow's completion time is a few round trips,
+//! and one loss costs it a retransmission timeout; the copies make it as fast as the
+//! fastest path and as reliable as all of them together, for a few packets' capacity. Long
+//! flows are placed as above (duplicating them would halve the bond's capacity), and the
+//! loss guard keeps them off the lossy path (never-worse, "both lossy": a 30 ms path losing
+//! 5% beside a 60 ms one losing 1%).
+//!
+//! When every live path is so lossy that a TCP flow over it alone is limited by its losses
+//! to less than half its capacity (the Mathis et al. bound `MSS / RTT · 1.22 / √p` over the
+//! path's RTT and long-term loss rate), all packets go redundantly: the bond then loses
+//! only what every path loses at once (0.05% for paths losing 5% and 1%), which the inner
+//! TCP turns into far more goodput than any path alone gives, since what limits it is
+//! loss, not capacity (never-worse, "both lossy", bulk).
+//!
 //! A path the peer has not yet reported a delay for is assumed as fast as the fastest known
 //! path (so it gets tried and measured); before any report, all paths compare by queue and
 //! transmission time alone.
+
+use std::time::Duration;
 
 use super::{candidates, Choice, PacketMeta, Scheduler};
 use crate::path::Path;
 use crate::Instant;
 
+/// Packets of a flow sent redundantly when some path is lossy.
+pub const SHORT_FLOW: u32 = 32;
+
+/// Most queue, in drain time, the sender puts in front of a path's bottleneck.
+pub const QUEUE_CAP: Duration = Duration::from_millis(150);
+/// Most the send queue may take to drain (over the paths at the cap) while packets wait in
+/// it: beyond, the session refuses new packets (a drop-tail at the sender).
+pub const HOLD_MAX: Duration = Duration::from_millis(500);
+
 #[derive(Clone, Copy, Debug, Default)]
-pub struct DelayBased;
+pub struct DelayBased {
+    /// When a held packet should be offered again.
+    retry_at: Option<Instant>,
+    /// The send queue takes [`HOLD_MAX`] or more to drain.
+    backlog_full: bool,
+}
 
 /// The predicted delivery of a datagram of `wire_bytes` on each candidate, with unknown
 /// delays replaced by the smallest known one. Yields (position, µs).
@@ -35,12 +82,84 @@ pub(crate) fn predictions(
     })
 }
 
+/// Whether the loss guard has set aside a live path of shorter delay than every path left
+/// usable (so that short flows lose speed with it).
+fn lossy_bond(paths: &[Path]) -> bool {
+    let live = || paths.iter().filter(|p| p.is_live());
+    let usable = live()
+        .filter(|p| !p.is_loss_guarded())
+        .filter_map(Path::delay_skew_us)
+        .min();
+    let guarded = live()
+        .filter(|p| p.is_loss_guarded())
+        .filter_map(Path::delay_skew_us)
+        .min();
+    matches!((guarded, usable), (Some(g), Some(u)) if g < u)
+}
+
+/// TCP segment size assumed for the loss-limited rate, bytes.
+const MSS: f64 = 1400.0;
+
+/// Whether there are several live paths and TCP alone over any of them would be held by its
+/// losses to less than half the path's capacity.
+fn loss_limited_bond(paths: &[Path]) -> bool {
+    let live = || paths.iter().filter(|p| p.is_live());
+    live().count() > 1
+        && live().all(|p| {
+            let loss = p.long_loss_rate();
+            let Some(rtt) = p.srtt() else {
+                return false;
+            };
+            loss > 0.0 && {
+                let rate = MSS * 8.0 / rtt.as_secs_f64().max(1e-3) * 1.22 / loss.sqrt();
+                rate < p.capacity_bps() as f64 / 2.0
+            }
+        })
+}
+
 impl Scheduler for DelayBased {
     fn select(&mut self, now: Instant, packet: &PacketMeta<'_>, paths: &[Path]) -> Choice {
+        self.retry_at = None;
+        self.backlog_full = false;
+        let short = packet.flow.is_some_and(|f| f.packets <= SHORT_FLOW);
+        if (short && lossy_bond(paths)) || loss_limited_bond(paths) {
+            return Choice::Redundant;
+        }
+        // Paths at the cap: the send queue's backlog waits for them, so it is part of their
+        // queue (a packet at the back of it would be delivered that much later).
+        let capped = |p: &Path| p.queue_delay(now) >= QUEUE_CAP;
+        let capped_bps: u64 = candidates(paths)
+            .filter(|(_, p)| capped(p))
+            .map(|(_, p)| p.capacity_bps())
+            .sum();
+        let bits = (packet.backlog as u64).saturating_mul(packet.wire_bytes as u64 * 8);
+        let backlog = Duration::from_secs_f64(bits as f64 / capped_bps.max(1) as f64);
+        let backlog_us = i64::try_from(backlog.as_micros()).unwrap_or(i64::MAX / 4);
         let pick = predictions(now, packet.wire_bytes, paths)
+            .map(|(i, t)| (i, if capped(&paths[i]) { t + backlog_us } else { t }))
             .min_by_key(|&(i, t)| (t, paths[i].id()))
             .map_or(0, |(i, _)| i);
+        if capped(&paths[pick]) {
+            self.backlog_full = backlog >= HOLD_MAX;
+            let wait = paths[pick].queue_delay(now) - QUEUE_CAP;
+            self.retry_at = Some(now + wait.max(Duration::from_millis(1)));
+            return Choice::Hold;
+        }
         Choice::Path(paths[pick].id())
+    }
+
+    fn backlog_full(&self) -> bool {
+        self.backlog_full
+    }
+
+    /// Copies only go where the queue is under the cap: a copy is never worth overflowing
+    /// a bottleneck (and its drops would mislead the queue model and the loss guard).
+    fn wants_copy(&self, now: Instant, path: &Path) -> bool {
+        path.queue_delay(now) < QUEUE_CAP
+    }
+
+    fn retry_at(&self) -> Option<Instant> {
+        self.retry_at
     }
 
     fn name(&self) -> &'static str {
@@ -60,7 +179,7 @@ mod tests {
             PathSpec::new(0, 1_200_000).delay_ms(50),
             PathSpec::new(1, 1_200_000).delay_ms(20),
         ]);
-        let mut s = DelayBased;
+        let mut s = DelayBased::default();
         let mut picks = Vec::new();
         for i in 0..8 {
             let Choice::Path(p) = s.select(T0, &meta(i), &ps) else {
@@ -80,7 +199,7 @@ mod tests {
             PathSpec::new(0, 1_000_000).delay_ms(10),
             PathSpec::new(1, 10_000_000).delay_ms(10),
         ]);
-        let mut s = DelayBased;
+        let mut s = DelayBased::default();
         let mut on_slow = 0;
         for i in 0..110 {
             let Choice::Path(p) = s.select(T0, &meta(i), &ps) else {
@@ -99,11 +218,113 @@ mod tests {
             PathSpec::new(1, 1_000_000),
         ]);
         // Equal: the tie goes to path 0.
-        assert_eq!(DelayBased.select(T0, &meta(0), &ps), Choice::Path(0));
+        assert_eq!(
+            DelayBased::default().select(T0, &meta(0), &ps),
+            Choice::Path(0)
+        );
         let ps = paths(&[
             PathSpec::new(0, 1_000_000).delay_ms(40),
             PathSpec::new(1, 2_000_000),
         ]);
-        assert_eq!(DelayBased.select(T0, &meta(0), &ps), Choice::Path(1));
+        assert_eq!(
+            DelayBased::default().select(T0, &meta(0), &ps),
+            Choice::Path(1)
+        );
+    }
+
+    #[test]
+    fn holds_rather_than_overfill_the_bottleneck_queue() {
+        // 1.2 Mbit/s: 10 ms per 1500-byte datagram. Delays 50 ms and 400 ms: the short path
+        // delivers first until its queue reaches 350 ms, but the sender stops at the cap.
+        let mut ps = paths(&[
+            PathSpec::new(0, 1_200_000).delay_ms(50),
+            PathSpec::new(1, 1_200_000).delay_ms(400),
+        ]);
+        let mut s = DelayBased::default();
+        let mut m = meta(0);
+        m.backlog = 10;
+        for i in 0..15 {
+            assert_eq!(s.select(T0, &m, &ps), Choice::Path(0), "{i}");
+            ps[0].send_for_test(T0, 1500);
+        }
+        assert_eq!(s.select(T0, &m, &ps), Choice::Hold);
+        assert_eq!(s.retry_at(), Some(T0 + Duration::from_millis(1)));
+        // 20 ms later the queue is back under the cap.
+        let later = T0 + Duration::from_millis(20);
+        assert_eq!(s.select(later, &m, &ps), Choice::Path(0));
+        assert_eq!(s.retry_at(), None);
+        ps[0].send_for_test(later, 1500);
+        assert!(!s.backlog_full());
+        ps[0].send_for_test(later, 1500);
+        // The send queue's backlog counts in the capped path's delivery: 40 packets waiting
+        // (400 ms) bring it past the long path's.
+        m.backlog = 40;
+        assert_eq!(s.select(later, &m, &ps), Choice::Path(1));
+        // A send queue that takes HOLD_MAX to drain over the capped paths is full.
+        let mut one = paths(&[PathSpec::new(0, 1_200_000).delay_ms(50)]);
+        for _ in 0..15 {
+            one[0].send_for_test(T0, 1500);
+        }
+        m.backlog = 49;
+        assert_eq!(s.select(T0, &m, &one), Choice::Hold);
+        assert!(!s.backlog_full());
+        m.backlog = 50;
+        assert_eq!(s.select(T0, &m, &one), Choice::Hold);
+        assert!(s.backlog_full());
+    }
+
+    #[test]
+    fn short_flows_go_redundantly_over_a_lossy_bond() {
+        let mut ps = paths(&[
+            PathSpec::new(0, 5_000_000).delay_ms(30),
+            PathSpec::new(1, 5_000_000).delay_ms(60),
+        ]);
+        let mut m = meta(0);
+        m.flow = Some(crate::flow::FlowMeta {
+            id: 0,
+            class: 0,
+            hash: 0,
+            new: false,
+            pinned: None,
+            inbound: None,
+            retransmission: false,
+            packets: SHORT_FLOW,
+        });
+        let mut s = DelayBased::default();
+        assert_eq!(s.select(T0, &m, &ps), Choice::Path(0));
+        ps[0].set_loss_for_test(0.05);
+        crate::sched::guard::update(&mut ps, false);
+        assert_eq!(s.select(T0, &m, &ps), Choice::Redundant);
+        if let Some(f) = m.flow.as_mut() {
+            f.packets = SHORT_FLOW + 1;
+        }
+        // A long flow stays off the guarded path.
+        assert_eq!(s.select(T0, &m, &ps), Choice::Path(1));
+        // The slower path guarded instead: short flows lose nothing by it.
+        ps[0].set_loss_for_test(0.0);
+        ps[1].set_loss_for_test(0.05);
+        crate::sched::guard::update(&mut ps, false);
+        if let Some(f) = m.flow.as_mut() {
+            f.packets = 1;
+        }
+        assert_eq!(s.select(T0, &m, &ps), Choice::Path(0));
+    }
+
+    #[test]
+    fn everything_goes_redundantly_when_every_path_is_loss_limited() {
+        // 5 Mbit/s paths, RTTs 60 and 120 ms: TCP over the second alone at 1% loss gets
+        // 1400 B / 0.12 s · 1.22 / 0.1 = 1.14 Mbit/s, under half its capacity.
+        let mut ps = paths(&[
+            PathSpec::new(0, 5_000_000).delay_ms(30).rtt_ms(60),
+            PathSpec::new(1, 5_000_000).delay_ms(60).rtt_ms(120),
+        ]);
+        ps[0].set_loss_for_test(0.05);
+        let mut s = DelayBased::default();
+        assert_eq!(s.select(T0, &meta(0), &ps), Choice::Path(0));
+        ps[1].set_loss_for_test(0.01);
+        assert_eq!(s.select(T0, &meta(0), &ps), Choice::Redundant);
+        // At 0.01% TCP gets 11 Mbit/s over it: not loss-limited.
+        ps[1].set_loss_for_test(0.0001);
+        assert_eq!(s.select(T0, &meta(0), &ps), Choice::Path(0));
     }
 }

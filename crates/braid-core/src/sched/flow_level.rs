@@ -104,6 +104,7 @@ mod tests {
             pinned,
             inbound,
             retransmission: false,
+            packets: 1,
         }
     }
 

@@ -53,6 +53,8 @@ pub struct PacketMeta<'a> {
     /// For a new flow: active flows pinned to each path, indexed like `paths`. Empty
     /// otherwise.
     pub active_flows: &'a [u32],
+    /// Packets waiting in the session's send queue, this one included.
+    pub backlog: usize,
 }
 
 /// A scheduler's decision for one packet.
@@ -79,6 +81,23 @@ pub trait Scheduler: Send {
     /// lost (gaps in the path's sequence numbers).
     fn on_feedback(&mut self, _now: Instant, _path: PathId, _acked: u32, _lost: u32) {}
 
+    /// After a [`Choice::Hold`] that no feedback may end: when to offer the packet again.
+    fn retry_at(&self) -> Option<Instant> {
+        None
+    }
+
+    /// After a [`Choice::Hold`]: whether the packets waiting are already too many, so that
+    /// the session should refuse new ones until they shrink.
+    fn backlog_full(&self) -> bool {
+        false
+    }
+
+    /// After a [`Choice::Redundant`]: whether a copy should also go on `path` (every live
+    /// path by default).
+    fn wants_copy(&self, _now: Instant, _path: &Path) -> bool {
+        true
+    }
+
     /// Whether a [`Choice::Path`] pins the packet's flow to that path (flow-level policies).
     fn pins_flows(&self) -> bool {
         false
@@ -96,7 +115,7 @@ pub fn build(kind: crate::SchedulerKind) -> Box<dyn Scheduler> {
         K::WeightedRoundRobin => Box::new(WeightedRoundRobin::default()),
         K::MinConnPath => Box::new(MinConnPath),
         K::HashFlow => Box::new(HashFlow),
-        K::DelayBased => Box::new(DelayBased),
+        K::DelayBased => Box::new(DelayBased::default()),
         K::Lazy => Box::new(Lazy::default()),
         K::SmallestRtt => Box::new(SmallestRtt),
         K::Adas => Box::new(Adas::default()),

@@ -71,6 +71,7 @@ pub fn meta(seq: u32) -> PacketMeta<'static> {
         packet: &[],
         flow: None,
         active_flows: &[],
+        backlog: 1,
     }
 }
 

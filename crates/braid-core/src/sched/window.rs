@@ -2,17 +2,24 @@
 //!
 //! oSCTP schedules on a path "as long as the congestion window on the path is open". braid
 //! carries packets, not a byte stream with its own congestion control, so each path gets a
-//! window derived from its estimates instead: its bandwidth-delay product over the RTT plus
-//! a feedback allowance (a datagram counts as in flight until the peer's feedback says it
-//! arrived, which lags the RTT by up to a report interval), with 25% headroom and at least
-//! [`MIN_WINDOW`] datagrams:
+//! window derived from its estimates instead: its capacity over the time a datagram counts
+//! as in flight, plus a feedback allowance (feedback comes piggybacked or in reports, so its
+//! lag varies by up to a report interval), with 25% headroom and at least [`MIN_WINDOW`]
+//! datagrams:
 //!
-//! `window = max(MIN_WINDOW, 1.25 · capacity · (srtt + FEEDBACK_ALLOWANCE) / 1500 B)`
+//! `window = max(MIN_WINDOW, 1.25 · capacity · (feedback delay + FEEDBACK_ALLOWANCE) / 1500 B)`
 //!
 //! In flight is counted from the peer's feedback (reports, and path acks piggybacked on
 //! every datagram): datagrams sent on the path after the highest path sequence number the
-//! peer reported ([`Path::unacked_datagrams`]). When no window is open the packet is held
-//! until feedback opens one.
+//! peer reported ([`Path::unacked_datagrams`]). The time a datagram counts is the path's
+//! feedback delay ([`Path::feedback_delay`], the smallest recent one): the path's one-way
+//! delay plus the feedback's way back, which may be on a faster path. Deviation from a
+//! literal "bandwidth-delay product over the RTT": the smoothed RTT includes the queue the
+//! window builds (so the window grows with the queue it fills, until the bottleneck drops),
+//! and on paths of unequal delay it counts the slow path's delay twice where its feedback
+//! returns over a fast path. Before the first feedback the smallest RTT measured stands in,
+//! then [`DEFAULT_RTT`]. When no window is open the packet is held until feedback opens
+//! one.
 //!
 //! - [`Lazy`]: keep sending on the current path until its window is full, then switch to the
 //!   next path with an open window.
@@ -34,7 +41,11 @@ pub const DEFAULT_RTT: Duration = Duration::from_millis(100);
 
 /// The packet-mode window of `p`, datagrams.
 pub fn window(p: &Path) -> u32 {
-    let rtt = p.srtt().unwrap_or(DEFAULT_RTT) + FEEDBACK_ALLOWANCE;
+    let base = p
+        .feedback_delay()
+        .or_else(|| p.rtt().min())
+        .unwrap_or(DEFAULT_RTT);
+    let rtt = base + FEEDBACK_ALLOWANCE;
     let bytes = p.capacity_bps() as f64 / 8.0 * rtt.as_secs_f64() * 1.25;
     ((bytes / 1500.0).ceil() as u32).max(MIN_WINDOW)
 }

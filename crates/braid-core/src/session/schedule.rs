@@ -3,6 +3,7 @@
 //! per-path feedback are handled here, and predicted delivery times are logged when asked.
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use braid_wire::{Message, DATA_FIXED_LEN, HEADER_LEN};
 
@@ -23,6 +24,10 @@ fn live_positions(paths: &[crate::path::Path]) -> impl Iterator<Item = usize> + 
         .filter(move |(_, p)| !any || p.is_live())
         .map(|(i, _)| i)
 }
+
+/// A path that carried data this recently counts in the delay gap that sizes the hole
+/// timeout.
+const GAP_MEMORY: Duration = Duration::from_secs(5);
 
 /// Most predictions kept (oldest dropped first).
 const MAX_PREDICTIONS: usize = 1 << 20;
@@ -58,6 +63,11 @@ pub(super) struct Scheduling {
     pub(super) predictions: VecDeque<Prediction>,
     /// Data arrivals logged at this end (seq, path, receive clock µs low 32 bits).
     pub(super) arrivals: VecDeque<(u32, PathId, u32)>,
+    /// The head of the send queue was held until this instant (no feedback may end it).
+    pub(super) retry_at: Option<Instant>,
+    /// The scheduler holds the head of the send queue and the queue is too long: refuse new
+    /// packets.
+    pub(super) backlog_full: bool,
 }
 
 impl Scheduling {
@@ -77,6 +87,8 @@ impl Scheduling {
             ids: Vec::new(),
             predictions: VecDeque::new(),
             arrivals: VecDeque::new(),
+            retry_at: None,
+            backlog_full: false,
         }
     }
 }
@@ -115,10 +127,17 @@ impl Session {
             packet,
             flow,
             active_flows: &sch.active,
+            backlog: self.send_queue.len(),
         };
         let choice = scheduler.select(now, &meta, &self.paths);
+        sch.retry_at = None;
+        sch.backlog_full = false;
         let (pi, redundant) = match choice {
-            Choice::Hold => return None,
+            Choice::Hold => {
+                sch.retry_at = scheduler.retry_at();
+                sch.backlog_full = scheduler.backlog_full();
+                return None;
+            }
             Choice::Path(id) => (self.index[usize::from(id)].map(usize::from)?, false),
             Choice::Redundant => {
                 let first = live_positions(&self.paths).next()?;
@@ -139,8 +158,10 @@ impl Session {
         self.recovery
             .on_data_sent(now, seq, &self.paths[pi], &packet);
         if redundant {
-            let remaining: VecDeque<usize> =
-                live_positions(&self.paths).filter(|&i| i != pi).collect();
+            let scheduler = &self.scheduling.schedulers[class];
+            let remaining: VecDeque<usize> = live_positions(&self.paths)
+                .filter(|&i| i != pi && scheduler.wants_copy(now, &self.paths[i]))
+                .collect();
             if !remaining.is_empty() {
                 self.scheduling.copies = Some(Copies {
                     seq,
@@ -224,7 +245,7 @@ impl Session {
 
     /// Applies the peer's feedback on the path at position `pi` and tells the schedulers.
     pub(super) fn apply_path_ack(&mut self, now: Instant, pi: usize, highest: u32, received: u32) {
-        let (acked, lost) = self.paths[pi].on_path_ack(highest, received);
+        let (acked, lost) = self.paths[pi].on_path_ack(now, highest, received);
         if lost > 0 {
             self.guard_due = true;
         }
@@ -238,8 +259,13 @@ impl Session {
     }
 
     /// Records a data packet that arrived from the peer on `path`: the flow table learns
-    /// the reverse direction's path, and the arrival is logged when predictions are.
+    /// the reverse direction's path, the resequencing buffer the delay gap between the
+    /// paths that carry data, and the arrival is logged when predictions are.
     pub(super) fn note_arrival(&mut self, now: Instant, path: PathId, seq: u32, packet: &[u8]) {
+        if let Some(pi) = self.index[usize::from(path)].map(usize::from) {
+            self.paths[pi].note_data_rx(now);
+        }
+        self.reseq.set_delay_gap(self.data_delay_gap(now));
         if let Some(info) = flow::parse::parse(packet) {
             self.scheduling.flows.observe_incoming(now, &info.key, path);
         }
@@ -250,6 +276,35 @@ impl Session {
             }
             log.push_back((seq, path, now.wire_timestamp()));
         }
+    }
+
+    /// The longest a data packet can trail the packets sent after it: the latest arrival
+    /// offset (`d + δ` plus queue) among the paths that carried data within
+    /// [`GAP_MEMORY`], less the smallest `d + δ` among them. Zero with one such path.
+    fn data_delay_gap(&self, now: Instant) -> Duration {
+        let mut base: Option<u32> = None;
+        let mut offsets = [0i64; 2];
+        let mut n = 0;
+        for p in &self.paths {
+            let Some((d, q)) = p.rx_data_delay(now, GAP_MEMORY) else {
+                continue;
+            };
+            // Relative to the first path's estimate: differences are small, whatever the
+            // wrapping clocks' skew.
+            let b = *base.get_or_insert(d);
+            let rel = i64::from(d.wrapping_sub(b) as i32);
+            let late = rel + i64::from(q);
+            if n == 0 {
+                offsets = [rel, late];
+            } else {
+                offsets = [offsets[0].min(rel), offsets[1].max(late)];
+            }
+            n += 1;
+        }
+        if n < 2 {
+            return Duration::ZERO;
+        }
+        Duration::from_micros(u64::try_from(offsets[1] - offsets[0]).unwrap_or(0))
     }
 
     /// Takes the predictions logged so far (with `record_predictions`).
