@@ -15,8 +15,8 @@
 
 pub mod capacity;
 pub mod delay;
-pub mod liveness;
 pub mod feedback;
+pub mod liveness;
 
 /// Datagrams whose predicted wait is remembered for queue-model corrections.
 pub const SENT_RING: usize = 1024;
@@ -38,8 +38,8 @@ use crate::{Instant, PathConfig, PathId};
 
 use capacity::CapacityEstimator;
 use delay::DelayEstimator;
-use liveness::TxLiveness;
 use feedback::FeedbackDelay;
+use liveness::TxLiveness;
 use loss::LossEstimator;
 use queue::{transmission_time, QueueEstimate};
 use rtt::RttEstimator;
@@ -349,7 +349,8 @@ impl Path {
     /// saw (µs).
     pub(crate) fn rx_data_delay(&self, now: Instant, recent: Duration) -> Option<(u32, u32)> {
         let at = self.rx.last_data_rx?;
-        if now.saturating_duration_since(at) > recent {
+        // A path we no longer hear (it failed) carries nothing that could trail the rest.
+        if !self.rx.live || now.saturating_duration_since(at) > recent {
             return None;
         }
         Some((self.rx.delay.estimate()?, self.rx.latest_queue_us))
