@@ -760,6 +760,7 @@ fn new_session(
     let mut c = config::engine_config(&cfg.engine, mtu, session_id);
     c.datagram_overhead = udp_overhead(cfg.server_endpoint) + envelope_overhead;
     c.seed = u64::from(crate::system::random_u32());
+    c.flow_hash_seed = crate::system::random_u64();
     Ok(Session::new(c, Role::Gateway, &paths, now)?)
 }
 

@@ -732,6 +732,7 @@ impl Server {
         let mut c = config::engine_config(&self.cfg.engine, self.cfg.mtu, id);
         c.datagram_overhead = udp_overhead(from) + self.sec.overhead();
         c.seed = u64::from(crate::system::random_u32());
+        c.flow_hash_seed = crate::system::random_u64();
         let n = paths.clamp(1, MAX_PATHS);
         let pc: Vec<PathConfig> = (0..n)
             .map(|i| PathConfig {
