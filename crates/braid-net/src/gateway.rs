@@ -678,6 +678,8 @@ impl Gateway {
                     } else {
                         0
                     },
+                    tx_stalls: p.tx_stalls,
+                    tx_revivals: p.tx_revivals,
                 }
             })
             .collect();
@@ -709,6 +711,7 @@ impl Gateway {
                 inner_rx_bytes: st.delivered_bytes,
                 recovered: st.recovered,
                 holes_skipped: st.reorder.holes_skipped,
+                failover_resent: st.failover_resent,
             }],
             drops,
             security: match &self.sec {

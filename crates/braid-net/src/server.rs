@@ -649,6 +649,8 @@ impl Server {
                             rx_packets: ps.rx_packets,
                             metered: false,
                             metered_bytes: 0,
+                            tx_stalls: ps.tx_stalls,
+                            tx_revivals: ps.tx_revivals,
                         }
                     })
                     .collect();
@@ -665,6 +667,7 @@ impl Server {
                     inner_rx_bytes: st.delivered_bytes,
                     recovered: st.recovered,
                     holes_skipped: st.reorder.holes_skipped,
+                    failover_resent: st.failover_resent,
                 }
             })
             .collect();
