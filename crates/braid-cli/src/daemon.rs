@@ -216,8 +216,9 @@ pub fn render(s: &Status) -> String {
             "SENT",
             "RECEIVED",
             "METERED",
+            "STALLS/REVIVALS",
         ];
-        let mut rows: Vec<[String; 10]> = vec![header.map(str::to_owned)];
+        let mut rows: Vec<[String; 11]> = vec![header.map(str::to_owned)];
         for p in &ss.paths {
             rows.push([
                 p.name.clone(),
@@ -234,9 +235,10 @@ pub fn render(s: &Status) -> String {
                 } else {
                     "-".to_owned()
                 },
+                format!("{}/{}", p.tx_stalls, p.tx_revivals),
             ]);
         }
-        let widths: Vec<usize> = (0..10)
+        let widths: Vec<usize> = (0..11)
             .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
             .collect();
         for r in &rows {
@@ -250,13 +252,14 @@ pub fn render(s: &Status) -> String {
             o += "\n";
         }
         o += &format!(
-            "  inner: sent {} ({} packets), delivered {} ({} packets), recovered {}, holes skipped {}\n",
+            "  inner: sent {} ({} packets), delivered {} ({} packets), recovered {}, holes skipped {}, failover resent {}\n",
             bytes(ss.inner_tx_bytes),
             ss.inner_tx_packets,
             bytes(ss.inner_rx_bytes),
             ss.inner_rx_packets,
             ss.recovered,
-            ss.holes_skipped
+            ss.holes_skipped,
+            ss.failover_resent
         );
     }
     let d = &s.drops;
@@ -286,4 +289,63 @@ pub fn render(s: &Status) -> String {
         }
     );
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use braid_net::status::{PathStatus, SessionStatus, Status};
+
+    fn status() -> Status {
+        Status {
+            role: "gateway".into(),
+            sessions: vec![SessionStatus {
+                peer: "srv".into(),
+                paths: vec![PathStatus {
+                    name: "lte".into(),
+                    state: "up".into(),
+                    tx_stalls: 3,
+                    tx_revivals: 2,
+                    ..PathStatus::default()
+                }],
+                failover_resent: 17,
+                ..SessionStatus::default()
+            }],
+            ..Status::default()
+        }
+    }
+
+    #[test]
+    fn table_shows_failover_counters() {
+        let t = super::render(&status());
+        let header = t.lines().find(|l| l.contains("PATH")).expect("header");
+        let row = t
+            .lines()
+            .find(|l| l.trim_start().starts_with("lte"))
+            .expect("row");
+        assert!(header.trim_end().ends_with("STALLS/REVIVALS"), "{t}");
+        assert!(row.trim_end().ends_with("3/2"), "{t}");
+        assert!(t.contains("failover resent 17"), "{t}");
+    }
+
+    #[test]
+    fn json_carries_failover_counters_and_reads_older_daemons() {
+        let v = serde_json::to_value(status()).expect("json");
+        assert_eq!(v["sessions"][0]["failover_resent"], 17);
+        assert_eq!(v["sessions"][0]["paths"][0]["tx_stalls"], 3);
+        assert_eq!(v["sessions"][0]["paths"][0]["tx_revivals"], 2);
+        // A daemon from before these counters: they read as 0.
+        let mut old = v.clone();
+        old["sessions"][0]
+            .as_object_mut()
+            .expect("session")
+            .remove("failover_resent");
+        old["sessions"][0]["paths"][0]
+            .as_object_mut()
+            .expect("path")
+            .remove("tx_stalls");
+        let s: Status = serde_json::from_value(old).expect("older status");
+        assert_eq!(s.sessions[0].failover_resent, 0);
+        assert_eq!(s.sessions[0].paths[0].tx_stalls, 0);
+        assert_eq!(s.sessions[0].paths[0].tx_revivals, 2);
+    }
 }

@@ -452,6 +452,11 @@ pub struct Config {
     /// Seed for every random choice the engine makes (for example which packets a coded
     /// packet combines).
     pub seed: u64,
+    /// Key of the flow table's hash (aHash, see [`crate::flow`]). It comes from outside the
+    /// engine: the daemons draw it from the operating system's random source, so that the
+    /// flows that collide in a table cannot be known (and crafted) from outside; the
+    /// simulator derives it from the scenario seed, so that runs repeat exactly.
+    pub flow_hash_seed: u64,
     /// How the hole timeout is set: fixed at `hole_timeout`, or adapted to the measured
     /// delay gap between paths (see [`crate::reorder::HoleTimeout`]).
     pub hole_timeout_mode: HoleTimeoutMode,
@@ -498,6 +503,7 @@ impl Default for Config {
             send_queue_limit: 4096,
             reorder_limit: 4096,
             seed: 0,
+            flow_hash_seed: 0,
             hole_timeout_mode: HoleTimeoutMode::default(),
             classes: Vec::new(),
             max_flows: 65_536,

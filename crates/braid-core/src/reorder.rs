@@ -12,8 +12,16 @@
 //! - The buffer is bounded: a packet `limit` or more ahead of the delivery point forces the
 //!   oldest holes to be given up. Everything given up or dropped is counted.
 //!
-//! Storage is a ring of `limit` slots indexed by sequence number, buffers are recycled, and
-//! timers are a FIFO of arrivals (arrival times only grow), so nothing allocates once warm.
+//! Storage is a ring of `limit` slots indexed by sequence number and timers are a FIFO of
+//! arrivals (arrival times only grow). Packet buffers are recycled through a pool: each
+//! buffer handed out by [`Resequencer::poll_deliver`] gives back the caller's previous one,
+//! and a buffer is taken from the pool for each packet kept. The pool keeps up to
+//! [`Resequencer::pool_bound`] buffers (`limit + POOL_SLACK`): the most packets that can wait
+//! behind holes at once (`limit - 1`) plus a receive batch's worth made ready before the
+//! caller drains them. So once the buffering has reached its high-water mark nothing
+//! allocates; a pool miss (an allocation or growth of a buffer) is counted in
+//! [`ReorderStats::pool_misses`]. Memory held is bounded by that many buffers of the largest
+//! inner packet seen.
 
 mod timeout;
 
@@ -42,7 +50,14 @@ pub struct ReorderStats {
     pub released_by_timeout: u64,
     /// The hole timeout in force at the last instant the buffer saw, ms.
     pub hole_timeout_ms: f64,
+    /// Packets copied into a buffer that had to be allocated or grown (the pool was empty
+    /// or its buffer too small): 0 per packet once warm.
+    pub pool_misses: u64,
 }
+
+/// Buffers the pool keeps beyond the `limit` that can wait behind holes: packets made ready
+/// in one receive batch before the caller drains them with `poll_deliver`.
+pub const POOL_SLACK: usize = 256;
 
 /// Outcome of [`Resequencer::insert`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +99,8 @@ pub struct Resequencer {
     waiting: VecDeque<(Instant, u32)>,
     ready: VecDeque<Vec<u8>>,
     pool: Vec<Vec<u8>>,
+    /// The largest packet copied so far: the size new buffers are allocated at.
+    largest: usize,
     stats: ReorderStats,
     /// Cleared while a resent packet is inserted: it says nothing about reordering.
     sampling: bool,
@@ -112,6 +129,7 @@ impl Resequencer {
             waiting: VecDeque::new(),
             ready: VecDeque::new(),
             pool: Vec::new(),
+            largest: 0,
             stats: ReorderStats::default(),
             sampling: true,
         }
@@ -156,9 +174,26 @@ impl Resequencer {
         (seq % self.limit) as usize
     }
 
+    /// Most buffers the pool keeps: `limit + POOL_SLACK` (see the module documentation).
+    pub fn pool_bound(&self) -> usize {
+        self.limit as usize + POOL_SLACK
+    }
+
+    /// Buffers in the pool now.
+    pub fn pooled(&self) -> usize {
+        self.pool.len()
+    }
+
     fn copy(&mut self, payload: &[u8]) -> Vec<u8> {
         let mut b = self.pool.pop().unwrap_or_default();
         b.clear();
+        if b.capacity() < payload.len() {
+            // Allocated at the largest size seen, so that a buffer first used for a small
+            // packet need not grow again for a large one.
+            self.stats.pool_misses += 1;
+            self.largest = self.largest.max(payload.len());
+            b.reserve_exact(self.largest);
+        }
         b.extend_from_slice(payload);
         b
     }
@@ -409,7 +444,8 @@ impl Resequencer {
         match self.ready.pop_front() {
             Some(mut b) => {
                 std::mem::swap(out, &mut b);
-                if self.pool.len() < 256 {
+                // An empty caller buffer (a fresh `Vec`) is not worth keeping.
+                if b.capacity() > 0 && self.pool.len() < self.pool_bound() {
                     self.pool.push(b);
                 }
                 true

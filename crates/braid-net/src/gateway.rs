@@ -678,6 +678,8 @@ impl Gateway {
                     } else {
                         0
                     },
+                    tx_stalls: p.tx_stalls,
+                    tx_revivals: p.tx_revivals,
                 }
             })
             .collect();
@@ -709,6 +711,7 @@ impl Gateway {
                 inner_rx_bytes: st.delivered_bytes,
                 recovered: st.recovered,
                 holes_skipped: st.reorder.holes_skipped,
+                failover_resent: st.failover_resent,
             }],
             drops,
             security: match &self.sec {
@@ -760,6 +763,7 @@ fn new_session(
     let mut c = config::engine_config(&cfg.engine, mtu, session_id);
     c.datagram_overhead = udp_overhead(cfg.server_endpoint) + envelope_overhead;
     c.seed = u64::from(crate::system::random_u32());
+    c.flow_hash_seed = crate::system::random_u64();
     Ok(Session::new(c, Role::Gateway, &paths, now)?)
 }
 

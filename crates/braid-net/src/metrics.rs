@@ -174,6 +174,18 @@ pub fn render(s: &Status) -> String {
         "Capacity estimate of the direction we send on.",
         &path_rows(&|p| p.capacity_bps as f64),
     );
+    family(
+        "braid_path_tx_stalls_total",
+        "counter",
+        "Times the path was declared failed (acknowledgements stalled while other paths delivered).",
+        &path_rows(&|p| p.tx_stalls as f64),
+    );
+    family(
+        "braid_path_tx_revivals_total",
+        "counter",
+        "Times a failed path came back.",
+        &path_rows(&|p| p.tx_revivals as f64),
+    );
     let sess_rows = |f: &dyn Fn(&crate::status::SessionStatus) -> u64| -> Vec<(String, f64)> {
         s.sessions
             .iter()
@@ -197,6 +209,12 @@ pub fn render(s: &Status) -> String {
         "counter",
         "Inner packets recovered by loss recovery.",
         &sess_rows(&|ss| ss.recovered),
+    );
+    family(
+        "braid_failover_resent_packets_total",
+        "counter",
+        "Data packets resent on another path because theirs stalled.",
+        &sess_rows(&|ss| ss.failover_resent),
     );
     let d = &s.drops;
     let drops = [
@@ -240,8 +258,11 @@ mod tests {
                     state: "up".into(),
                     tx_bytes: 42,
                     rtt_ms: Some(25.0),
+                    tx_stalls: 3,
+                    tx_revivals: 2,
                     ..PathStatus::default()
                 }],
+                failover_resent: 17,
                 ..SessionStatus::default()
             }],
             ..Status::default()
@@ -257,6 +278,22 @@ mod tests {
             t.contains(
                 "braid_path_rtt_seconds{peer=\"srv\\\"1\",path=\"lte\",path_id=\"0\"} 0.025"
             ),
+            "{t}"
+        );
+        assert!(
+            t.contains(
+                "braid_path_tx_stalls_total{peer=\"srv\\\"1\",path=\"lte\",path_id=\"0\"} 3"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains(
+                "braid_path_tx_revivals_total{peer=\"srv\\\"1\",path=\"lte\",path_id=\"0\"} 2"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains("braid_failover_resent_packets_total{peer=\"srv\\\"1\"} 17"),
             "{t}"
         );
         assert!(t.contains("braid_path_up{") && t.contains("} 1\n"), "{t}");

@@ -649,6 +649,8 @@ impl Server {
                             rx_packets: ps.rx_packets,
                             metered: false,
                             metered_bytes: 0,
+                            tx_stalls: ps.tx_stalls,
+                            tx_revivals: ps.tx_revivals,
                         }
                     })
                     .collect();
@@ -665,6 +667,7 @@ impl Server {
                     inner_rx_bytes: st.delivered_bytes,
                     recovered: st.recovered,
                     holes_skipped: st.reorder.holes_skipped,
+                    failover_resent: st.failover_resent,
                 }
             })
             .collect();
@@ -732,6 +735,7 @@ impl Server {
         let mut c = config::engine_config(&self.cfg.engine, self.cfg.mtu, id);
         c.datagram_overhead = udp_overhead(from) + self.sec.overhead();
         c.seed = u64::from(crate::system::random_u32());
+        c.flow_hash_seed = crate::system::random_u64();
         let n = paths.clamp(1, MAX_PATHS);
         let pc: Vec<PathConfig> = (0..n)
             .map(|i| PathConfig {

@@ -33,6 +33,13 @@ pub struct PathStatus {
     pub metered: bool,
     /// Bytes sent and received on a metered path (what the operator pays for).
     pub metered_bytes: u64,
+    /// Times the path was declared failed because its acknowledgements stalled while
+    /// other paths delivered (its packets in flight were resent elsewhere), and times it
+    /// came back (braid-core's failover detection).
+    #[serde(default)]
+    pub tx_stalls: u64,
+    #[serde(default)]
+    pub tx_revivals: u64,
 }
 
 /// One session: a gateway's tunnel (at the server, one per gateway).
@@ -52,6 +59,9 @@ pub struct SessionStatus {
     pub recovered: u64,
     /// Holes in the data sequence given up after the hole timeout.
     pub holes_skipped: u64,
+    /// Data packets resent on another path because the path they were sent on stalled.
+    #[serde(default)]
+    pub failover_resent: u64,
 }
 
 /// Counters of datagrams and packets dropped before or around the engines.

@@ -18,6 +18,11 @@ pub fn random_u32() -> u32 {
     }
 }
 
+/// 64 random bits from the kernel (the flow table's hash key).
+pub fn random_u64() -> u64 {
+    (u64::from(random_u32()) << 32) | u64::from(random_u32())
+}
+
 /// `ip route replace PREFIX dev DEV`; logs a failure.
 pub fn route_replace(prefix: &str, dev: &str) {
     run("ip", &["route", "replace", prefix, "dev", dev]);

@@ -263,6 +263,8 @@ impl Scenario {
             classes: self.engine.classes.clone(),
             record_predictions: self.engine.record_predictions,
             seed: self.seed,
+            // Derived from the scenario seed so that a run repeats exactly.
+            flow_hash_seed: self.seed ^ 0x666c_6f77_6861_7368,
             max_packet_size: self.mtu,
             ..Config::default()
         };

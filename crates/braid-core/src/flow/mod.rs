@@ -10,11 +10,20 @@
 //! until it has been idle for [`ACTIVE_IDLE`]: the "active connections" MinConnPath balances.
 //! Each entry also remembers the path its reverse direction last arrived on, so that a
 //! connection-level policy can answer on the path the connection came in on.
+//!
+//! The table hashes 5-tuples with aHash keyed by [`crate::Config::flow_hash_seed`], a seed
+//! from outside the engine (the daemons draw it from the OS random source, the simulator
+//! from the scenario seed). With a hash whose keys are known, flows that collide in the
+//! table could be crafted on purpose to make every lookup slow (hash flooding); with
+//! secret keys they cannot be told in advance. The same keys give the per-flow hash
+//! ([`FlowMeta::hash`]) that hash-based placement uses, so that which path a flow lands on
+//! is not predictable from outside either. aHash's output for given keys is stable within
+//! one build (the simulator repeats exactly) but may differ between builds for different
+//! CPU features (it uses AES instructions when compiled with them).
 
 pub mod parse;
 
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use std::time::Duration;
 
 use crate::{Instant, PathId};
@@ -24,13 +33,22 @@ pub use parse::{FlowKey, PacketInfo, TcpInfo};
 /// A flow idle this long no longer counts as active.
 pub const ACTIVE_IDLE: Duration = Duration::from_secs(5);
 
-/// SipHash with fixed keys: deterministic across runs (the simulator's reports must not
-/// depend on a random hash seed). Nothing here depends on iteration order anyway.
-type Hasher = BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+/// aHash keyed from the session's `flow_hash_seed` (see the module documentation).
+/// Nothing here depends on iteration order.
+type Hasher = ahash::RandomState;
 
-fn key_hash(key: &FlowKey) -> u64 {
-    use std::hash::BuildHasher;
-    Hasher::default().hash_one(key)
+/// The four aHash keys from one 64-bit seed (SplitMix64 steps, so that nearby seeds give
+/// unrelated keys).
+fn hasher(seed: u64) -> Hasher {
+    let mut st = seed;
+    let mut next = || {
+        st = st.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = st;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    ahash::RandomState::with_seeds(next(), next(), next(), next())
 }
 
 /// One tracked flow.
@@ -64,7 +82,8 @@ impl FlowEntry {
 pub struct FlowMeta {
     pub id: u64,
     pub class: usize,
-    /// A stable hash of the 5-tuple (fixed keys), for hash-based placement.
+    /// A hash of the 5-tuple, stable for the session (keyed by its `flow_hash_seed`), for
+    /// hash-based placement.
     pub hash: u64,
     /// First packet of the flow seen here.
     pub new: bool,
@@ -103,9 +122,10 @@ pub struct FlowTable {
 }
 
 impl FlowTable {
-    pub fn new(max_flows: usize, idle_timeout: Duration) -> FlowTable {
+    /// A table of at most `max_flows` flows, whose hash is keyed by `hash_seed`.
+    pub fn new(max_flows: usize, idle_timeout: Duration, hash_seed: u64) -> FlowTable {
         FlowTable {
-            map: HashMap::default(),
+            map: HashMap::with_hasher(hasher(hash_seed)),
             max_flows: max_flows.max(1),
             idle_timeout,
             next_sweep: Instant::ZERO,
@@ -141,6 +161,7 @@ impl FlowTable {
         if now >= self.next_sweep {
             self.sweep(now);
         }
+        let hash = self.map.hasher().hash_one(info.key);
         let new = !self.map.contains_key(&info.key);
         if new && self.map.len() >= self.max_flows {
             self.sweep(now);
@@ -195,7 +216,7 @@ impl FlowTable {
         Some(FlowMeta {
             id: e.id,
             class: e.class,
-            hash: key_hash(&info.key),
+            hash,
             new,
             pinned: e.pinned,
             inbound: e.inbound,

@@ -27,7 +27,7 @@ fn at(ms: u64) -> Instant {
 
 #[test]
 fn tracks_activity_and_pins() {
-    let mut t = FlowTable::new(100, Duration::from_secs(60));
+    let mut t = FlowTable::new(100, Duration::from_secs(60), 7);
     let a = info(&tcp(1000, 0, 0x02, 0));
     let m = t.observe_outgoing(at(0), &a, |_| 3).unwrap();
     assert!(m.new && m.pinned.is_none());
@@ -52,7 +52,7 @@ fn tracks_activity_and_pins() {
 
 #[test]
 fn learns_the_inbound_path_of_the_reverse_flow() {
-    let mut t = FlowTable::new(100, Duration::from_secs(60));
+    let mut t = FlowTable::new(100, Duration::from_secs(60), 7);
     // A SYN arrives from the peer on path 2; our SYN-ACK belongs to the reverse flow.
     let syn = info(&tcp(4000, 0, 0x02, 0));
     t.observe_incoming(at(0), &syn.key, 2);
@@ -67,7 +67,7 @@ fn learns_the_inbound_path_of_the_reverse_flow() {
 
 #[test]
 fn detects_inner_retransmissions() {
-    let mut t = FlowTable::new(100, Duration::from_secs(60));
+    let mut t = FlowTable::new(100, Duration::from_secs(60), 7);
     let mut seen = Vec::new();
     for (seq, len) in [
         (1u32, 100usize),
@@ -87,7 +87,7 @@ fn detects_inner_retransmissions() {
 
 #[test]
 fn is_bounded_and_sweeps_idle_flows() {
-    let mut t = FlowTable::new(3, Duration::from_secs(10));
+    let mut t = FlowTable::new(3, Duration::from_secs(10), 7);
     for port in 0..3 {
         assert!(t
             .observe_outgoing(at(0), &info(&tcp(port, 0, 0x02, 0)), |_| 0)
@@ -103,4 +103,25 @@ fn is_bounded_and_sweeps_idle_flows() {
         .is_some());
     let s = t.stats();
     assert_eq!((s.tracked, s.expired), (1, 3));
+}
+
+#[test]
+fn hash_is_keyed_by_the_seed() {
+    let keys: Vec<PacketInfo> = (0..64u16)
+        .map(|s| info(&tcp(1000 + s, 0, 0x02, 0)))
+        .collect();
+    let hashes = |seed: u64| -> Vec<u64> {
+        let mut t = FlowTable::new(100, Duration::from_secs(60), seed);
+        keys.iter()
+            .map(|i| t.observe_outgoing(at(0), i, |_| 0).unwrap().hash)
+            .collect()
+    };
+    // The same seed gives the same hashes (the simulator repeats); another seed gives
+    // other hashes, so collisions found under one key say nothing about another.
+    assert_eq!(hashes(1), hashes(1));
+    let (a, b) = (hashes(1), hashes(2));
+    assert!(a.iter().zip(&b).all(|(x, y)| x != y), "{a:?} {b:?}");
+    // Nearby seeds are unrelated keys: the hashes do not differ in a fixed pattern.
+    let xor: Vec<u64> = a.iter().zip(&b).map(|(x, y)| x ^ y).collect();
+    assert!(xor.windows(2).any(|w| w[0] != w[1]));
 }

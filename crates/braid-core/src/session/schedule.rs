@@ -80,7 +80,11 @@ impl Scheduling {
                 .map(|c| crate::sched::build(c.scheduler)),
         );
         Scheduling {
-            flows: FlowTable::new(config.max_flows, config.flow_idle_timeout),
+            flows: FlowTable::new(
+                config.max_flows,
+                config.flow_idle_timeout,
+                config.flow_hash_seed,
+            ),
             schedulers,
             copies: None,
             active: Vec::new(),
