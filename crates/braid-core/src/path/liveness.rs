@@ -16,6 +16,12 @@
 //! feedback: reports and path acks for both paths come back on the same return paths, so
 //! a congested or slow return direction delays the evidence for both alike, and nothing is
 //! declared while the peer is silent on every path (a single path never stalls).
+//! Path acks do not always come back on the same return path, though: they rotate over
+//! all of them, so beside a path of 400 ms the evidence for a 10 ms path can arrive 400 ms
+//! late while another path's arrives at once. So a stalled path must also be late by the
+//! clock: its oldest outstanding datagram unacknowledged for the largest smoothed RTT among
+//! the live paths plus the grace (`session/failover.rs`). On paths of similar delay this
+//! adds little; beside a slow lossy path it is what keeps a clean path in use.
 //! At least [`STALL_MIN_UNACKED`] datagrams must be outstanding, so that a lost tail
 //! datagram or heartbeat is no failure.
 //! `grace = max(STALL_RTTS × min RTT, STALL_FLOOR)` absorbs the queue model's errors and

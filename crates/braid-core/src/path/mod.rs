@@ -204,6 +204,17 @@ impl Path {
         self.predicted_arrival(self.tx.peer_highest_seq.map_or(0, |h| h.wrapping_add(1)))
     }
 
+    /// When the oldest datagram the peer has not acknowledged yet was sent; `None` when
+    /// everything sent was acknowledged (or is no longer remembered).
+    pub fn oldest_unacked_sent(&self) -> Option<Instant> {
+        if self.unacked_datagrams() == 0 {
+            return None;
+        }
+        let seq = self.tx.peer_highest_seq.map_or(0, |h| h.wrapping_add(1));
+        let &(s, sent, _, _) = self.tx.sent_ring.get(seq as usize % SENT_RING)?;
+        (s == seq).then_some(sent)
+    }
+
     /// Path sequence number of the newest datagram the peer acknowledged.
     pub fn peer_highest_seq(&self) -> Option<u32> {
         self.tx.peer_highest_seq

@@ -98,7 +98,23 @@ impl Session {
                 .filter_map(|(_, o)| o.liveness().newest_acked_arrival())
                 .max();
             let grace = crate::path::liveness::grace(path.rtt().min());
-            if crate::path::liveness::is_overdue(oldest, others, grace) {
+            // The predictions can be off on lossy or long paths, and path acks rotate over
+            // the return paths, so the evidence for this path may come back on the slowest
+            // one: the path must also be late by the clock, its oldest outstanding datagram
+            // unacknowledged for the largest smoothed RTT among the live paths plus the
+            // grace. Without this a clean 10 ms path beside a lossy 400 ms one was declared
+            // stalled over a hundred times in two minutes (never-worse, three mixed).
+            let slowest_rtt = self
+                .paths
+                .iter()
+                .filter(|o| o.is_live())
+                .filter_map(|o| o.srtt())
+                .max()
+                .unwrap_or(grace);
+            let late_by_own_clock = path
+                .oldest_unacked_sent()
+                .is_some_and(|sent| now.saturating_duration_since(sent) > slowest_rtt + grace);
+            if late_by_own_clock && crate::path::liveness::is_overdue(oldest, others, grace) {
                 self.paths[p].declare_stalled(now);
                 let id = self.paths[p].id();
                 self.push_event(Event::PathDown(id));
