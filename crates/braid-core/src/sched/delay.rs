@@ -31,9 +31,10 @@
 //! 5% beside a 60 ms one losing 1%). The session sends a redundant packet's original on the
 //! first live path and copies where [`DelayBased::wants_copy`] agrees, so a short flow goes
 //! redundantly only while the first live path's queue is under the cap; otherwise it is
-//! placed (or held) as above. Originals passing the cap overflowed the slower PluriBus bus
-//! link at high load, and the queue model then counted queue its bottleneck had dropped:
-//! pluribus-fig17 fell from 0.95 to 0.82 of packets within 10 ms of prediction (0.997 now).
+//! placed (or held) as above; the same holds for the loss-limited bond below. Originals
+//! passing the cap overflowed the slower PluriBus bus link at high load, and the queue
+//! model then counted queue its bottleneck had dropped: pluribus-fig17 fell from 0.95 to
+//! 0.82 of packets within 10 ms of prediction (0.997 now).
 //!
 //! When every live path is so lossy that a TCP flow over it alone is limited by its losses
 //! to less than half its capacity (the Mathis et al. bound `MSS / RTT · 1.22 / √p` over the
@@ -133,16 +134,15 @@ impl Scheduler for DelayBased {
     fn select(&mut self, now: Instant, packet: &PacketMeta<'_>, paths: &[Path]) -> Choice {
         self.retry_at = None;
         self.backlog_full = false;
-        if loss_limited_bond(paths) {
-            return Choice::Redundant;
-        }
-        let short = packet.flow.is_some_and(|f| f.packets <= SHORT_FLOW);
         // A redundant packet's original goes on the first live path: only while that path's
         // queue is under the cap, so that no original ever passes it (otherwise the packet
         // is placed, or held, as any other).
         let capped = |p: &Path| p.queue_delay(now) >= QUEUE_CAP;
-        if short && lossy_bond(paths) && first_live(paths).is_some_and(|i| !capped(&paths[i])) {
-            return Choice::Redundant;
+        if first_live(paths).is_some_and(|i| !capped(&paths[i])) {
+            let short = packet.flow.is_some_and(|f| f.packets <= SHORT_FLOW);
+            if (short && lossy_bond(paths)) || loss_limited_bond(paths) {
+                return Choice::Redundant;
+            }
         }
         // Paths at the cap: the send queue's backlog waits for them, so it is part of their
         // queue (a packet at the back of it would be delivered that much later).
