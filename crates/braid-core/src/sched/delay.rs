@@ -38,7 +38,10 @@
 //!
 //! When every live path is so lossy that a TCP flow over it alone is limited by its losses
 //! to less than half its capacity (the Mathis et al. bound `MSS / RTT · 1.22 / √p` over the
-//! path's RTT and long-term loss rate), all packets go redundantly: the bond then loses
+//! path's minimum RTT and long-term loss rate; the smoothed RTT would include the queue
+//! braid's own sending builds, and under load that alone made a bond look loss-limited and
+//! everything redundant: full pluribus-fig17 at scale 8 read 0.82, 0.91 with the minimum),
+//! all packets go redundantly: the bond then loses
 //! only what every path loses at once (0.05% for paths losing 5% and 1%), which the inner
 //! TCP turns into far more goodput than any path alone gives, since what limits it is
 //! loss, not capacity (never-worse, "both lossy", bulk).
@@ -120,7 +123,9 @@ fn loss_limited_bond(paths: &[Path]) -> bool {
     live().count() > 1
         && live().all(|p| {
             let loss = p.long_loss_rate();
-            let Some(rtt) = p.srtt() else {
+            // The path's own RTT, without the queue braid's sending builds on it: with the
+            // smoothed RTT, queueing under load alone made a bond look loss-limited.
+            let Some(rtt) = p.rtt().min() else {
                 return false;
             };
             loss > 0.0 && {
