@@ -1,59 +1,12 @@
-//! The resequencing buffer allocates nothing per packet once warm (issue 5): a counting
-//! global allocator watches a deterministic receive pattern of two paths with different
+//! The resequencing buffer allocates nothing per packet once warm (issue 5): the
+//! `allocation-counter` crate's global allocator (this test binary only) watches a deterministic receive pattern of two paths with different
 //! delays, a lost packet whose hole is given up by the timeout (thousands of packets wait,
 //! then leave at once), and receive batches drained after each batch.
 
-// A global allocator is necessarily `unsafe`; it only counts and forwards to `System`.
-#![allow(unsafe_code)]
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::time::Duration;
 
 use braid_core::reorder::{Insert, Resequencer};
 use braid_core::Instant;
-
-struct Counting;
-
-thread_local! {
-    /// Allocations (and growths) made by this thread: the test harness's other threads do
-    /// not disturb the count.
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn bump() {
-    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: every call forwards to `System` with the caller's arguments unchanged.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded as is.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded as is.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded as is.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded as is.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocs() -> u64 {
-    ALLOCS.with(Cell::get)
-}
 
 /// One round of 20 000 sequence numbers from `base`, one every 10 µs from `t0_us`: even
 /// ones on a fast path, odd ones on a path 2 ms (200 packets) slower; one packet per round
@@ -123,17 +76,18 @@ fn no_allocation_per_packet_once_warm() {
     assert!(warm.released_by_timeout >= 2, "{warm:?}");
     assert!(warm.buffered > 4_000, "{warm:?}");
     assert!(r.pooled() <= r.pool_bound());
-    let before = allocs();
-    for i in 2..6u32 {
-        delivered += round(
-            &mut r,
-            i * 20_000,
-            u64::from(i) * round_us,
-            &mut out,
-            &payload,
-        );
-    }
-    let during = allocs() - before;
+    let info = allocation_counter::measure(|| {
+        for i in 2..6u32 {
+            delivered += round(
+                &mut r,
+                i * 20_000,
+                u64::from(i) * round_us,
+                &mut out,
+                &payload,
+            );
+        }
+    });
+    let during = info.count_total;
     assert_eq!(delivered, 6 * 19_999);
     let stats = r.stats();
     assert_eq!(stats.pool_misses, warm.pool_misses, "{stats:?}");

@@ -1,52 +1,13 @@
 //! The whole engine allocates nothing per packet once warm (issue 5): a gateway sends a TCP
-//! flow (208 Mbit/s) to a server over two paths of 150 Mbit/s and 10 and 30 ms (so the server resequences), with
-//! acknowledgements and reports flowing back, under a counting global allocator. The
-//! harness's own buffers are allocated up front.
+//! flow (208 Mbit/s) to a server over two paths of 150 Mbit/s and 10 and 30 ms (so the
+//! server resequences), with acknowledgements and reports flowing back, under the
+//! `allocation-counter` crate's global allocator (this test binary only). The harness's own
+//! buffers are allocated up front.
 
-// A global allocator is necessarily `unsafe`; it only counts and forwards to `System`.
-#![allow(unsafe_code)]
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use braid_core::{Config, Instant, PathConfig, Role, Session};
-
-struct Counting;
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-fn bump() {
-    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-// SAFETY: forwards to `System` unchanged.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded.
-        unsafe { System.alloc_zeroed(l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded.
-        unsafe { System.realloc(p, l, n) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: forwarded.
-        unsafe { System.dealloc(p, l) }
-    }
-}
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-fn allocs() -> u64 {
-    ALLOCS.with(Cell::get)
-}
 
 /// One direction of one path: 150 Mbit/s, fixed delay.
 struct Pipe {
@@ -90,52 +51,52 @@ fn engine_allocates_nothing_per_packet_once_warm() {
     pkt[22..24].copy_from_slice(&80u16.to_be_bytes());
     pkt[32] = 5 << 4;
     pkt[33] = 0x10;
-    let mut delivered = 0u64;
-    let mut mark = None;
-    let steps = 60_000u64;
-    for step in 0..steps {
-        let now = Instant::from_micros(step * 50);
-        if step == 20_000 {
-            // `stats()` allocates (its path list): read it before the count.
-            let buffered = srv.stats().reorder.buffered;
-            mark = Some((allocs(), delivered, buffered));
-        }
-        let seq = (step as u32).wrapping_mul(1260);
-        pkt[24..28].copy_from_slice(&seq.to_be_bytes());
-        let _ = gw.send(now, &pkt);
-        for (to_srv, pipes) in [(true, &mut up), (false, &mut down)] {
-            for (i, p) in pipes.iter_mut().enumerate() {
-                while p.q.front().is_some_and(|f| f.0 <= now) {
-                    let (_, len, b) = p.q.pop_front().unwrap();
-                    let s = if to_srv { &mut srv } else { &mut gw };
-                    let _ = s.handle_datagram(now, i as u8, &b[..len]);
-                    free.push(b);
+    // Runs `steps` and returns how many packets the server delivered meanwhile.
+    let mut run = |gw: &mut Session, srv: &mut Session, steps: std::ops::Range<u64>| {
+        let mut delivered = 0u64;
+        for step in steps {
+            let now = Instant::from_micros(step * 50);
+            let seq = (step as u32).wrapping_mul(1260);
+            pkt[24..28].copy_from_slice(&seq.to_be_bytes());
+            let _ = gw.send(now, &pkt);
+            for (to_srv, pipes) in [(true, &mut up), (false, &mut down)] {
+                for (i, p) in pipes.iter_mut().enumerate() {
+                    while p.q.front().is_some_and(|f| f.0 <= now) {
+                        let (_, len, b) = p.q.pop_front().unwrap();
+                        let s: &mut Session = if to_srv { &mut *srv } else { &mut *gw };
+                        let _ = s.handle_datagram(now, i as u8, &b[..len]);
+                        free.push(b);
+                    }
                 }
             }
-        }
-        gw.handle_timeout(now);
-        srv.handle_timeout(now);
-        for (s, pipes) in [(&mut gw, &mut up), (&mut srv, &mut down)] {
-            while let Some(t) = s.poll_transmit(now, &mut txbuf) {
-                let p = &mut pipes[usize::from(t.path)];
-                let mut b = free.pop().unwrap();
-                b[..t.len].copy_from_slice(&txbuf[..t.len]);
-                // Serialised at 150 Mbit/s behind what the pipe already carries.
-                let tx = Duration::from_nanos((t.len as u64 + 28) * 8 * 1000 / 150);
-                p.free_at = p.free_at.max(now) + tx;
-                p.q.push_back((p.free_at + p.delay, t.len, b));
+            gw.handle_timeout(now);
+            srv.handle_timeout(now);
+            for (s, pipes) in [(&mut *gw, &mut up), (&mut *srv, &mut down)] {
+                while let Some(t) = s.poll_transmit(now, &mut txbuf) {
+                    let p = &mut pipes[usize::from(t.path)];
+                    let mut b = free.pop().unwrap();
+                    b[..t.len].copy_from_slice(&txbuf[..t.len]);
+                    // Serialised at 150 Mbit/s behind what the pipe already carries.
+                    let tx = Duration::from_nanos((t.len as u64 + 28) * 8 * 1000 / 150);
+                    p.free_at = p.free_at.max(now) + tx;
+                    p.q.push_back((p.free_at + p.delay, t.len, b));
+                }
             }
+            while srv.poll_deliver(&mut out) {
+                delivered += 1;
+            }
+            while gw.poll_deliver(&mut out) {}
+            while gw.poll_event().is_some() {}
+            while srv.poll_event().is_some() {}
         }
-        while srv.poll_deliver(&mut out) {
-            delivered += 1;
-        }
-        while gw.poll_deliver(&mut out) {}
-        while gw.poll_event().is_some() {}
-        while srv.poll_event().is_some() {}
-    }
-    let (a0, d0, b0) = mark.unwrap();
-    let a = allocs() - a0;
-    let d = delivered - d0;
+        delivered
+    };
+    run(&mut gw, &mut srv, 0..20_000);
+    // `stats()` allocates (its path list): read it outside the count.
+    let b0 = srv.stats().reorder.buffered;
+    let mut d = 0;
+    let info = allocation_counter::measure(|| d = run(&mut gw, &mut srv, 20_000..60_000));
+    let a = info.count_total;
     let reorder = srv.stats().reorder;
     // 20 000 packets of warm-up, then 40 000 sent (one every 50 µs) and delivered.
     assert_eq!(d, 40_000, "{reorder:?}");
