@@ -15,7 +15,7 @@ use crate::Rng;
 
 use super::arrivals::WebArrivals;
 use super::transport::{Buffers, Conn, Socket, Stacks};
-use super::workload::{Direction, Shape, Spec, Tcp};
+use super::workload::{Direction, InitialWindow, Shape, Spec, Tcp};
 use super::INTERNET_ADDR;
 
 /// Bytes of the request a client sends first.
@@ -56,6 +56,7 @@ pub fn buffers(sends_data: bool, data: usize, bulk: bool) -> Buffers {
         rx,
         tx,
         nagle: bulk,
+        initial_window: None,
     }
 }
 
@@ -120,6 +121,7 @@ pub struct ClientStats {
 pub struct ClientPart {
     pub direction: Direction,
     tcp: Tcp,
+    initial_window: Option<InitialWindow>,
     server_port: u16,
     start: Instant,
     stop: Instant,
@@ -193,6 +195,7 @@ impl ClientPart {
         ClientPart {
             direction: spec.direction,
             tcp: spec.tcp.unwrap_or_default(),
+            initial_window: spec.initial_window,
             server_port,
             start: spec.start,
             stop: spec.stop,
@@ -287,7 +290,10 @@ impl ClientPart {
             None => (self.next_id, MAX_FLOW_BUFFER),
         };
         let sends = self.direction == Direction::Up;
-        let buffers = buffers(sends, data_buffer(size, max_buffer), bulk.is_some());
+        let buffers = Buffers {
+            initial_window: self.initial_window,
+            ..buffers(sends, data_buffer(size, max_buffer), bulk.is_some())
+        };
         let Some(conn) = stacks.connect(self.tcp, INTERNET_ADDR, self.server_port, buffers) else {
             self.stats.rejected += 1;
             return;

@@ -64,8 +64,8 @@ pub use arrivals::WebArrivals;
 pub use report::{BulkFlowStats, BulkStats, FlowStats, TcpReport, WorkloadReport};
 pub use udp::CbrStats;
 pub use workload::{
-    BulkConfig, Direction, FetchLoopConfig, Kind, Tcp, UdpCbrConfig, WebConfig, WorkloadConfig,
-    WorkloadError,
+    BulkConfig, Direction, FetchLoopConfig, InitialWindow, Kind, Tcp, UdpCbrConfig, WebConfig,
+    WorkloadConfig, WorkloadError,
 };
 
 /// The client host's address (behind the braid gateway).

@@ -77,11 +77,14 @@ impl ServerPart {
         };
         ServerPart {
             direction: spec.direction,
-            buffers: buffers(
-                spec.direction == Direction::Down,
-                data,
-                matches!(spec.shape, Shape::Bulk { .. }),
-            ),
+            buffers: Buffers {
+                initial_window: spec.initial_window,
+                ..buffers(
+                    spec.direction == Direction::Down,
+                    data,
+                    matches!(spec.shape, Shape::Bulk { .. }),
+                )
+            },
             // Room for connections the client has given up on but the server not yet.
             max_open: max_open.saturating_mul(2),
             open: 0,

@@ -8,7 +8,7 @@ use braid_core::Instant;
 use smoltcp::iface::SocketHandle;
 
 use super::packets::Packets;
-use super::workload::Tcp;
+use super::workload::{InitialWindow, Tcp};
 use super::{smol, tcp};
 use crate::{Packet, Rng};
 
@@ -22,6 +22,8 @@ pub struct Buffers {
     /// small segment. Off for request/response flows, as web servers and clients set
     /// TCP_NODELAY.
     pub nagle: bool,
+    /// The Linux model's initial window; `None` for its default (smoltcp ignores it).
+    pub initial_window: Option<InitialWindow>,
 }
 
 /// What a workload does with one connection.

@@ -12,6 +12,10 @@
 //! tcp = "smoltcp"       # TCP workloads: "linux" (the default) or "smoltcp"
 //!
 //! [[workload]]
+//! kind = "fetch-loop"
+//! initial_window = "rfc3390"  # the Linux model's initial window: segments, or "rfc3390"
+//!
+//! [[workload]]
 //! kind = "udp-cbr"
 //! rate_mbps = 1.0
 //! direction = "up"
@@ -51,6 +55,73 @@ pub enum Tcp {
     Linux,
     /// smoltcp 0.14 with Cubic (`super::smol`).
     Smoltcp,
+}
+
+/// The initial congestion window of the Linux model's senders (`initial_window = 4` or
+/// `"rfc3390"`); without it the model's default of ten segments (RFC 6928, Linux since
+/// 2.6.39). Only `tcp = "linux"` takes it: smoltcp's is fixed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InitialWindow {
+    /// This many segments, whatever the MSS.
+    Segments(u32),
+    /// RFC 3390 §1: min(4·MSS, max(2·MSS, 4380 bytes)), the initial window of end hosts
+    /// before RFC 6928 (Linux before 2.6.39, 2011): three segments at an MSS of 1096 to
+    /// 2190 bytes, four below, two above.
+    Rfc3390,
+}
+
+impl InitialWindow {
+    /// Most segments `Segments` may ask for.
+    pub const MAX_SEGMENTS: u32 = 1000;
+
+    /// The window in segments for a connection with this MSS.
+    pub fn segments(self, mss: u32) -> u32 {
+        match self {
+            InitialWindow::Segments(n) => n,
+            InitialWindow::Rfc3390 => {
+                let mss = mss.max(1);
+                (4 * mss).min((2 * mss).max(4380)) / mss
+            }
+        }
+    }
+}
+
+impl Serialize for InitialWindow {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            InitialWindow::Segments(n) => s.serialize_u32(*n),
+            InitialWindow::Rfc3390 => s.serialize_str("rfc3390"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for InitialWindow {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = InitialWindow;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number of segments or \"rfc3390\"")
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<InitialWindow, E> {
+                Ok(InitialWindow::Segments(
+                    u32::try_from(n).unwrap_or(u32::MAX),
+                ))
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<InitialWindow, E> {
+                u64::try_from(n)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(n), &self))
+                    .and_then(|n| self.visit_u64(n))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<InitialWindow, E> {
+                match s {
+                    "rfc3390" => Ok(InitialWindow::Rfc3390),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(s), &self)),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// One workload: one `[[workload]]` table in a scenario file, selected by `kind`.
@@ -112,6 +183,9 @@ pub struct WebConfig {
     pub max_open: usize,
     /// The TCP implementation (default `"linux"`).
     pub tcp: Tcp,
+    /// The Linux model's initial window (default ten segments; see [`InitialWindow`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initial_window: Option<InitialWindow>,
 }
 
 impl Default for WebConfig {
@@ -128,6 +202,7 @@ impl Default for WebConfig {
             max_flows: None,
             max_open: DEFAULT_MAX_OPEN,
             tcp: Tcp::Linux,
+            initial_window: None,
         }
     }
 }
@@ -161,6 +236,9 @@ pub struct BulkConfig {
     pub sample_ms: u64,
     /// The TCP implementation (default `"linux"`).
     pub tcp: Tcp,
+    /// The Linux model's initial window (default ten segments; see [`InitialWindow`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initial_window: Option<InitialWindow>,
 }
 
 impl Default for BulkConfig {
@@ -174,6 +252,7 @@ impl Default for BulkConfig {
             buffer_bytes: 4 << 20,
             sample_ms: 100,
             tcp: Tcp::Linux,
+            initial_window: None,
         }
     }
 }
@@ -242,6 +321,9 @@ pub struct FetchLoopConfig {
     pub stop_s: Option<f64>,
     /// The TCP implementation (default `"linux"`).
     pub tcp: Tcp,
+    /// The Linux model's initial window (default ten segments; see [`InitialWindow`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initial_window: Option<InitialWindow>,
 }
 
 impl Default for FetchLoopConfig {
@@ -254,6 +336,7 @@ impl Default for FetchLoopConfig {
             start_s: 0.0,
             stop_s: None,
             tcp: Tcp::Linux,
+            initial_window: None,
         }
     }
 }
@@ -335,6 +418,8 @@ pub struct Spec {
     pub shape: Shape,
     /// The TCP implementation of a TCP workload.
     pub tcp: Option<Tcp>,
+    /// The Linux model's initial window, when the workload sets one.
+    pub initial_window: Option<InitialWindow>,
 }
 
 /// The part of a [`Spec`] that differs by kind.
@@ -393,6 +478,33 @@ impl WorkloadConfig {
                 (&c.name, c.direction, c.start_s, c.stop_s, Some(c.tcp))
             }
         };
+        let initial_window = match self {
+            WorkloadConfig::Web(c) => c.initial_window,
+            WorkloadConfig::Bulk(c) => c.initial_window,
+            WorkloadConfig::UdpCbr(_) => None,
+            WorkloadConfig::FetchLoop(c) => c.initial_window,
+        };
+        if let Some(iw) = initial_window {
+            if tcp != Some(Tcp::Linux) {
+                return Err(check.invalid(
+                    "initial_window",
+                    "unset with tcp = \"smoltcp\" (only the Linux model takes it)",
+                    match iw {
+                        InitialWindow::Segments(n) => n.to_string(),
+                        InitialWindow::Rfc3390 => "\"rfc3390\"".to_owned(),
+                    },
+                ));
+            }
+            if let InitialWindow::Segments(n) = iw {
+                if !(1..=InitialWindow::MAX_SEGMENTS).contains(&n) {
+                    return Err(check.invalid(
+                        "initial_window",
+                        "between 1 and 1000 segments, or \"rfc3390\"",
+                        n,
+                    ));
+                }
+            }
+        }
         let start = check.time("start_s", start_s)?;
         let stop = match stop_s {
             Some(s) => check.time("stop_s", s)?,
@@ -502,6 +614,7 @@ impl WorkloadConfig {
             stop,
             shape,
             tcp,
+            initial_window,
         })
     }
 }

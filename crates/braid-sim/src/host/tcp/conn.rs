@@ -26,6 +26,7 @@ use super::send::{Sender, SenderStats, Tx};
 use super::seq::Seq;
 use super::wire::{self, Header, Segment, ACK, FIN, HEADERS, MAX_WINDOW_SHIFT, PSH, RST, SYN};
 use crate::host::packets::Packets;
+use crate::host::workload::InitialWindow;
 
 /// The MSS assumed when the peer sends none (RFC 9293 §3.7.1).
 const DEFAULT_MSS: u32 = 536;
@@ -59,6 +60,8 @@ pub struct Config {
     pub rx_capacity: usize,
     pub tx_capacity: usize,
     pub nagle: bool,
+    /// `None`: [`super::send::INITIAL_WINDOW`].
+    pub initial_window: Option<InitialWindow>,
 }
 
 /// What the peer's SYN offered.
@@ -141,7 +144,7 @@ impl Conn {
             our_mss,
             our_shift,
             rx_capacity: cfg.rx_capacity,
-            snd: Sender::new(iss, cfg.tx_capacity, cfg.nagle),
+            snd: Sender::new(iss, cfg.tx_capacity, cfg.nagle, cfg.initial_window),
             rcv: None,
             peer: None,
             syn_pending: true,

@@ -6,8 +6,9 @@
 //!   is full-sized unless it carries the last queued bytes; a sub-MSS segment waits while
 //!   an earlier sub-MSS segment is unacknowledged (Nagle, when on) and a window-limited one
 //!   waits for half the largest window the peer offered, unless nothing is in flight.
-//!   The initial window is ten segments (RFC 6928), one if the handshake needed more than
-//!   one retransmission (as Linux does). No pacing: Linux's Cubic without the fq qdisc
+//!   The initial window is ten segments (RFC 6928), or what the workload sets
+//!   ([`InitialWindow`], e.g. RFC 3390's for end hosts before 2011), one if the handshake
+//!   needed more than one retransmission (as Linux does). No pacing: Linux's Cubic without the fq qdisc
 //!   does not pace either.
 //! - ACKs: window updates as Linux (`tcp_may_update_window`); SACK blocks mark the
 //!   scoreboard (RFC 2018 §4); a first block below the cumulative ACK or inside the second
@@ -48,6 +49,7 @@ use super::rtt::RttEstimator;
 use super::scoreboard::{Scoreboard, Sent};
 use super::seq::Seq;
 use super::wire::Header;
+use crate::host::workload::InitialWindow;
 
 /// Initial window in segments (RFC 6928).
 pub const INITIAL_WINDOW: u32 = 10;
@@ -150,6 +152,8 @@ pub struct Sender {
     mss: u32,
     sack: bool,
     nagle: bool,
+    /// The initial window, once the MSS is known; `None`: [`INITIAL_WINDOW`].
+    initial_window: Option<InitialWindow>,
     /// End of the last sub-MSS segment sent (Minshall's Nagle).
     small_end: Seq,
     board: Scoreboard,
@@ -177,7 +181,12 @@ pub struct Sender {
 
 impl Sender {
     /// A sender whose first data byte is `iss + 1`, with a `capacity`-byte buffer.
-    pub fn new(iss: Seq, capacity: usize, nagle: bool) -> Sender {
+    pub fn new(
+        iss: Seq,
+        capacity: usize,
+        nagle: bool,
+        initial_window: Option<InitialWindow>,
+    ) -> Sender {
         let start = iss + 1;
         Sender {
             una: start,
@@ -194,6 +203,7 @@ impl Sender {
             mss: 536,
             sack: false,
             nagle,
+            initial_window,
             small_end: start,
             board: Scoreboard::default(),
             cc: Cubic::new(INITIAL_WINDOW),
@@ -242,6 +252,8 @@ impl Sender {
         }
         if syn_retransmits > 1 {
             self.cc.set_window(1);
+        } else if let Some(iw) = self.initial_window {
+            self.cc.set_window(iw.segments(self.mss));
         }
     }
 

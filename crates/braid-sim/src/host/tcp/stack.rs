@@ -96,6 +96,7 @@ impl Stack {
             rx_capacity: b.rx,
             tx_capacity: b.tx,
             nagle: b.nagle,
+            initial_window: b.initial_window,
         }
     }
 

@@ -21,6 +21,7 @@ const BUFFERS: Buffers = Buffers {
     rx: 32_768,
     tx: 32_768,
     nagle: false,
+    initial_window: None,
 };
 
 /// A packet shaped like `real` with fields moved at random: near the real numbers most of

@@ -14,6 +14,7 @@ const BUFFERS: Buffers = Buffers {
     rx: 65_536,
     tx: 65_536,
     nagle: false,
+    initial_window: None,
 };
 
 /// One end: a stack, its outgoing packets, and an application that sends `data`, reads

@@ -103,6 +103,46 @@ fn initial_window_of_ten_fetches_14_kb_in_two_round_trips() {
 }
 
 #[test]
+fn rfc3390_initial_window_fetches_10_kb_in_three_round_trips() {
+    // RTT 100 ms, 100 Mbit/s, no loss, MSS 1460: 10 000 bytes are seven segments. With
+    // RFC 3390's three-segment window they take two flights (3, then 4 of the 6 allowed)
+    // after the handshake: three round trips; with the default IW10 one flight, two.
+    let fct = |iw| {
+        let pipe = || Pipe::new(50).rate(100.0, 1 << 20);
+        let w = WorkloadConfig::Web(WebConfig {
+            initial_window: iw,
+            ..match fetches(Tcp::Linux, 10_000, 5) {
+                WorkloadConfig::Web(c) => c,
+                _ => unreachable!(),
+            }
+        });
+        let sim = run_mtu(&[w], 1500, 30, pipe(), pipe());
+        let f = flows(&sim);
+        assert_eq!(f.completed, 5, "{iw:?}");
+        f.fct_ms
+    };
+    let rtts = |ms: f64| ms / 100.0;
+    let default = fct(None);
+    let rfc3390 = fct(Some(InitialWindow::Rfc3390));
+    let four = fct(Some(InitialWindow::Segments(4)));
+    let seven = fct(Some(InitialWindow::Segments(7)));
+    println!(
+        "10 kB fetch over 100 ms RTT: IW10 {:.2} RTT, RFC 3390 {:.2} RTT, IW4 {:.2}, IW7 {:.2}",
+        rtts(default.max),
+        rtts(rfc3390.max),
+        rtts(four.max),
+        rtts(seven.max)
+    );
+    assert!(rtts(default.max) < 2.05, "{default:?}");
+    assert!(
+        rtts(rfc3390.min) >= 3.0 && rtts(rfc3390.max) < 3.05,
+        "{rfc3390:?}"
+    );
+    assert!(rtts(four.min) >= 3.0 && rtts(four.max) < 3.05, "{four:?}");
+    assert!(rtts(seven.max) < 2.05, "{seven:?}");
+}
+
+#[test]
 fn tail_loss_is_repaired_by_a_probe_or_a_200_ms_timeout_not_a_1_s_one() {
     // RTT 100 ms; a 40-segment download whose last segment (it carries the FIN) is lost:
     // no later segment can trigger fast retransmit. The model's tail loss probe fires

@@ -580,8 +580,54 @@ fn config_errors_name_the_field() {
         ..FetchLoopConfig::default()
     }));
     assert!(e.contains("`stop_s`"), "{e}");
+    let e = build(WorkloadConfig::FetchLoop(FetchLoopConfig {
+        initial_window: Some(InitialWindow::Segments(0)),
+        ..FetchLoopConfig::default()
+    }));
+    assert!(e.contains("`initial_window`") && e.contains("1000"), "{e}");
+    let e = build(WorkloadConfig::Web(WebConfig {
+        initial_window: Some(InitialWindow::Rfc3390),
+        tcp: Tcp::Smoltcp,
+        ..WebConfig::default()
+    }));
+    assert!(
+        e.contains("`initial_window`") && e.contains("smoltcp"),
+        "{e}"
+    );
+    let e = parse("kind = \"bulk\"\ninitial_window = \"rfc6928\"");
+    assert!(
+        e.contains("`initial_window`") && e.contains("rfc3390"),
+        "{e}"
+    );
+    let e = parse("kind = \"bulk\"\ninitial_window = -3");
+    assert!(e.contains("`initial_window`"), "{e}");
     let e = build_hosts(&[], 1, secs(1), 100).unwrap_err().to_string();
     assert!(e.contains("mtu"), "{e}");
+}
+
+#[test]
+fn initial_window_parses_as_segments_or_rfc3390() {
+    let iw = |text: &str| match toml::from_str::<WorkloadConfig>(text).unwrap() {
+        WorkloadConfig::FetchLoop(c) => c.initial_window,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(iw("kind = \"fetch-loop\""), None);
+    assert_eq!(
+        iw("kind = \"fetch-loop\"\ninitial_window = 4"),
+        Some(InitialWindow::Segments(4))
+    );
+    assert_eq!(
+        iw("kind = \"fetch-loop\"\ninitial_window = \"rfc3390\""),
+        Some(InitialWindow::Rfc3390)
+    );
+    // RFC 3390 §1: min(4·MSS, max(2·MSS, 4380 bytes)).
+    assert_eq!(InitialWindow::Rfc3390.segments(536), 4);
+    assert_eq!(InitialWindow::Rfc3390.segments(1095), 4);
+    assert_eq!(InitialWindow::Rfc3390.segments(1096), 3);
+    assert_eq!(InitialWindow::Rfc3390.segments(1460), 3);
+    assert_eq!(InitialWindow::Rfc3390.segments(2190), 2);
+    assert_eq!(InitialWindow::Rfc3390.segments(9000), 2);
+    assert_eq!(InitialWindow::Segments(7).segments(1460), 7);
 }
 
 #[test]
