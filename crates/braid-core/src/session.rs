@@ -399,7 +399,9 @@ impl Session {
             self.guard_due = false;
             if self.config.loss_guard {
                 let masked = self.config.loss_recovery != crate::LossRecoveryKind::None;
-                crate::sched::guard::update(&mut self.paths, masked);
+                let capped =
+                    (self.scheduling.schedulers.iter()).all(|s| s.caps_bottleneck_queues());
+                crate::sched::guard::update_with_loss_limited(&mut self.paths, masked, capped);
             }
         }
         if let Some(t) = self.poll_config(now, buf) {

@@ -25,6 +25,11 @@ pub const QUEUE_TOLERANCE: Duration = Duration::from_millis(2);
 /// Weight per datagram of the sender's long-term loss average (memory of a few hundred
 /// datagrams), from the peer's per-path acknowledgements.
 pub const LONG_LOSS_WEIGHT: f64 = 1.0 / 256.0;
+/// The long-term average starts at zero, so over a path's first datagrams it reads low by
+/// the weight it has not gathered yet (after 150 datagrams at 5% loss it read 2.2%): it is
+/// divided by the weight gathered, as if this many lossless datagrams came first, so that
+/// one early loss does not read as a lossy path.
+pub const LONG_LOSS_PRIOR: i32 = 64;
 pub mod loss;
 pub mod queue;
 pub mod rtt;
@@ -70,8 +75,11 @@ struct TxState {
     loss_guarded: bool,
     /// Declared failed by stalled acknowledgements ([`liveness`]).
     liveness: TxLiveness,
-    /// Long-term loss rate of our direction, from the peer's acknowledgements.
+    /// Long-term loss rate of our direction, from the peer's acknowledgements (an average
+    /// started at zero: see [`LONG_LOSS_PRIOR`]).
     long_loss: f64,
+    /// Weight the average has gathered: 1 − (1 − [`LONG_LOSS_WEIGHT`])^datagrams.
+    long_loss_weight: f64,
     /// The peer's latest report of the highest path sequence number it received.
     peer_highest_seq: Option<u32>,
     peer_received: u32,
@@ -134,6 +142,7 @@ impl Path {
                 loss_guarded: false,
                 liveness: TxLiveness::default(),
                 long_loss: 0.0,
+                long_loss_weight: 0.0,
                 peer_highest_seq: None,
                 peer_received: 0,
                 next_seq: 0,
@@ -306,7 +315,8 @@ impl Path {
     /// acknowledgements (outages excluded): a steadier figure for decisions that should not
     /// flap, such as the loss guard.
     pub fn long_loss_rate(&self) -> f64 {
-        self.tx.long_loss
+        let prior = 1.0 - (1.0 - LONG_LOSS_WEIGHT).powi(LONG_LOSS_PRIOR);
+        self.tx.long_loss / self.tx.long_loss_weight.max(prior)
     }
 
     /// Smoothed round-trip time, once measured.
@@ -501,6 +511,7 @@ impl Path {
                     let keep = (1.0 - LONG_LOSS_WEIGHT).powi(n.min(100_000) as i32);
                     let target = f64::from(lost) / f64::from(n);
                     self.tx.long_loss += (1.0 - keep) * (target - self.tx.long_loss);
+                    self.tx.long_loss_weight = 1.0 - keep * (1.0 - self.tx.long_loss_weight);
                 }
                 (acked, lost)
             }
@@ -640,7 +651,7 @@ impl Path {
             tx_capacity_min_bps: self.tx.capacity_min,
             rx_capacity_bps: self.rx.capacity.estimate_bps(),
             tx_loss: self.tx.loss,
-            tx_long_loss: self.tx.long_loss,
+            tx_long_loss: self.long_loss_rate(),
             rx_loss: self.rx.loss.rate(),
             rx_lost: self.rx.loss.lost(),
             rx_reordered: self.rx.loss.reordered(),
@@ -690,6 +701,7 @@ impl Path {
     pub(crate) fn set_loss_for_test(&mut self, loss: f64) {
         self.tx.loss = loss;
         self.tx.long_loss = loss;
+        self.tx.long_loss_weight = 1.0;
     }
 
     pub(crate) fn set_usable_for_test(&mut self, usable: bool) {

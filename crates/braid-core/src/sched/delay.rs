@@ -175,6 +175,11 @@ impl Scheduler for DelayBased {
         self.backlog_full
     }
 
+    /// At most [`QUEUE_CAP`] in front of each bottleneck.
+    fn caps_bottleneck_queues(&self) -> bool {
+        true
+    }
+
     /// Copies only go where the queue is under the cap: a copy is never worth overflowing
     /// a bottleneck (and its drops would mislead the queue model and the loss guard).
     fn wants_copy(&self, now: Instant, path: &Path) -> bool {

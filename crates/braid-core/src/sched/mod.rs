@@ -98,6 +98,14 @@ pub trait Scheduler: Send {
         true
     }
 
+    /// Whether the scheduler never puts more than a bounded queue in front of a path's
+    /// bottleneck (so that a path's losses are its own, not overflow of the bond's
+    /// traffic): the loss guard's loss-limited rule applies only then
+    /// ([`guard::update_with_loss_limited`]).
+    fn caps_bottleneck_queues(&self) -> bool {
+        false
+    }
+
     /// Whether a [`Choice::Path`] pins the packet's flow to that path (flow-level policies).
     fn pins_flows(&self) -> bool {
         false
