@@ -472,6 +472,11 @@ pub struct Config {
     /// Keep the predicted delivery time of each data packet sent (a bounded log, for
     /// measuring the delay estimator's accuracy; PluriBus Fig 17).
     pub record_predictions: bool,
+    /// Per-flow resequencing, beyond PluriBus §5 (which orders the whole session): a data
+    /// packet is marked for delivery on arrival when nothing earlier of its inner flow can
+    /// be waiting at the receiver (see [`crate::flow::FlowTable::deliver_on_arrival`]), so
+    /// a hole holds back only the packets of other paths' flows, not every flow.
+    pub flow_order: bool,
 }
 
 /// How the resequencing buffer's hole timeout is chosen.
@@ -510,6 +515,7 @@ impl Default for Config {
             flow_idle_timeout: Duration::from_secs(120),
             record_predictions: false,
             loss_guard: true,
+            flow_order: false,
         }
     }
 }

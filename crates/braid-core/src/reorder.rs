@@ -32,6 +32,8 @@ use crate::config::HoleTimeoutMode;
 use crate::Instant;
 
 pub use timeout::HoleTimeout;
+/// The longest hole timeout the adaptive mode sets.
+pub const MAX_HOLE_TIMEOUT: Duration = timeout::MAX;
 
 /// Counters of the resequencing buffer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]

@@ -69,6 +69,11 @@ pub struct FlowEntry {
     pub packets: u32,
     /// For TCP: the highest sequence number sent so far (end of the highest segment).
     snd_max: Option<u32>,
+    /// The path of the flow's latest outgoing packet.
+    last_path: Option<PathId>,
+    /// Until then an earlier packet of the flow may be waiting in the peer's resequencing
+    /// buffer (see [`FlowTable::deliver_on_arrival`]).
+    ordered_until: Instant,
 }
 
 impl FlowEntry {
@@ -183,6 +188,8 @@ impl FlowTable {
             closed: false,
             packets: 0,
             snd_max: None,
+            last_path: None,
+            ordered_until: Instant::ZERO,
         });
         if new {
             self.next_id += 1;
@@ -235,6 +242,34 @@ impl FlowTable {
     /// Records that a packet of the flow `key` arrived from the peer on `path`: the reverse
     /// flow (the one this end sends) learns its inbound path. Only already tracked flows and,
     /// space permitting, new ones are updated.
+    /// Per-flow resequencing ([`crate::Config::flow_order`]): whether the packet of `key`
+    /// just observed and now sent on `path` may be delivered on arrival, and records the
+    /// send. It may when nothing earlier of its flow can still be on its way or waiting in
+    /// the peer's resequencing buffer ahead of it: the flow's previous packet went on the
+    /// same path (which keeps its order; were that packet lost, delivering this one is what
+    /// the inner TCP would see without a tunnel), and every packet of the flow sent in order
+    /// has had time to leave the buffer. A packet sent in order (the flow moved to another
+    /// path) keeps the flow in order for `hold`, the longest such a packet can take to
+    /// arrive and wait out its hole.
+    pub fn deliver_on_arrival(
+        &mut self,
+        key: &FlowKey,
+        now: Instant,
+        path: PathId,
+        hold: Duration,
+    ) -> bool {
+        let Some(e) = self.map.get_mut(key) else {
+            return false;
+        };
+        let same_path = e.last_path.is_none_or(|p| p == path);
+        let free = same_path && now >= e.ordered_until;
+        e.last_path = Some(path);
+        if !free {
+            e.ordered_until = e.ordered_until.max(now + hold);
+        }
+        free
+    }
+
     pub fn observe_incoming(&mut self, now: Instant, key: &FlowKey, path: PathId) {
         let rev = key.reversed();
         if let Some(e) = self.map.get_mut(&rev) {
@@ -256,6 +291,8 @@ impl FlowTable {
                     closed: false,
                     packets: 0,
                     snd_max: None,
+                    last_path: None,
+                    ordered_until: Instant::ZERO,
                 },
             );
         }

@@ -125,3 +125,29 @@ fn hash_is_keyed_by_the_seed() {
     let xor: Vec<u64> = a.iter().zip(&b).map(|(x, y)| x ^ y).collect();
     assert!(xor.windows(2).any(|w| w[0] != w[1]));
 }
+
+#[test]
+fn a_flow_is_delivered_on_arrival_while_it_keeps_to_one_path() {
+    let mut t = FlowTable::new(100, Duration::from_secs(60), 7);
+    let a = info(&tcp(1000, 0, 0x10, 100));
+    let hold = Duration::from_millis(100);
+    // Unknown flows are left in order.
+    assert!(!t.deliver_on_arrival(&a.key, at(0), 1, hold));
+    t.observe_outgoing(at(0), &a, |_| 0);
+    // The first packet, then more on the same path: nothing earlier can be waiting.
+    assert!(t.deliver_on_arrival(&a.key, at(0), 1, hold));
+    assert!(t.deliver_on_arrival(&a.key, at(5), 1, hold));
+    // Moving to another path: in order, and so is everything for `hold` after it, on
+    // either path, since that packet may still be waiting at the peer.
+    assert!(!t.deliver_on_arrival(&a.key, at(10), 0, hold));
+    assert!(!t.deliver_on_arrival(&a.key, at(20), 0, hold));
+    assert!(!t.deliver_on_arrival(&a.key, at(30), 1, hold));
+    // The last in-order packet went at 30 ms on path 1: free from 130 ms on path 1 (each
+    // packet sent in order extends the hold).
+    assert!(t.deliver_on_arrival(&a.key, at(130), 1, hold));
+    assert!(!t.deliver_on_arrival(&a.key, at(300), 0, hold));
+    // Another flow is not held by this one.
+    let b = info(&tcp(1001, 0, 0x10, 100));
+    t.observe_outgoing(at(300), &b, |_| 0);
+    assert!(t.deliver_on_arrival(&b.key, at(300), 0, hold));
+}

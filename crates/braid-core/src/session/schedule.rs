@@ -156,7 +156,22 @@ impl Session {
                 sch.flows.pin(&i.key, self.paths[pi].id());
             }
         }
-        let unordered = scheduler.pins_flows() && flow.is_some();
+        let mut unordered = scheduler.pins_flows() && flow.is_some();
+        if self.config.flow_order && !unordered {
+            if let Some(i) = info {
+                let p = &self.paths[pi];
+                // The longest an in-order packet sent now can take to arrive (its queue and
+                // at most a round trip) and then wait for its hole.
+                let hold_at_peer = match self.config.hole_timeout_mode {
+                    crate::HoleTimeoutMode::Fixed => self.config.hole_timeout,
+                    crate::HoleTimeoutMode::Adaptive => crate::reorder::MAX_HOLE_TIMEOUT,
+                };
+                let hold = p.queue_delay(now)
+                    + p.srtt().unwrap_or(crate::fec::window::DEFAULT_RTT)
+                    + hold_at_peer;
+                unordered = sch.flows.deliver_on_arrival(&i.key, now, p.id(), hold);
+            }
+        }
         let (seq, packet) = self.send_queue.pop_front()?;
         let t = self.send_data(now, pi, seq, &packet, buf, unordered);
         self.recovery
