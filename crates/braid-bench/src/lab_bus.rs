@@ -7,8 +7,9 @@
 use std::path::Path;
 use std::time::Duration;
 
+use braid_core::LossRecoveryKind;
 use braid_lab::apps::web::WebResult;
-use braid_lab::braid_daemon::BraidTunnel;
+use braid_lab::braid_daemon::{BraidSettings, BraidTunnel};
 use braid_lab::support::Need;
 use braid_lab::{experiment, Lab, PathSpec, System};
 use braid_sim::host::{WebConfig, WorkloadConfig};
@@ -21,10 +22,16 @@ use crate::{Bench, BenchError, BenchReport, Headline, Options, Table};
 
 pub struct LabBus;
 
-/// braid's configurations: (label, scheduler).
-const BRAIDS: [(&str, &str); 2] = [
-    ("braid (PluriBus: delay-based + Evolution)", "delay-based"),
-    ("braid (MinConnPath)", "min-conn-path"),
+/// braid's configurations: (label, scheduler, loss recovery). PluriBus is the delay-based
+/// scheduler with Evolution codes (PluriBus §4); MinConnPath is its baseline without coding
+/// (§6.1).
+const BRAIDS: [(&str, &str, &str); 2] = [
+    (
+        "braid (PluriBus: delay-based + Evolution)",
+        "delay-based",
+        "evolution",
+    ),
+    ("braid (MinConnPath)", "min-conn-path", "none"),
 ];
 
 /// The bus scenario's paths and web workload.
@@ -141,14 +148,20 @@ impl Bench for LabBus {
                 notes.push(format!(
                     "braid cannot run in the lab yet ({why}): no braid figures"
                 ));
-                for (label, _) in BRAIDS {
+                for (label, _, _) in BRAIDS {
                     systems.insert(label.to_owned(), json!({ "unavailable": why }));
                 }
             }
             None => {
-                for (i, (label, scheduler)) in BRAIDS.iter().enumerate() {
+                for (i, (label, scheduler, recovery)) in BRAIDS.iter().enumerate() {
                     opts.progress("lab-bus", 0.6 + 0.2 * i as f64);
-                    let _tunnel = BraidTunnel::start(&lab, scheduler)?;
+                    let settings = BraidSettings {
+                        scheduler: (*scheduler).into(),
+                        loss_recovery: LossRecoveryKind::from_name(recovery).ok_or_else(|| {
+                            BenchError::Other(format!("no loss recovery {recovery}"))
+                        })?,
+                    };
+                    let _tunnel = BraidTunnel::start_with(&lab, &settings)?;
                     let system = System::Braid((*scheduler).into());
                     let r = experiment::web(&mut lab, &[system], &web, opts.seed, run_for, grace)?;
                     table.row(row(label, &r[0]));

@@ -78,9 +78,9 @@ pub fn run(opts: &mut Options<'_>, live: &mut dyn FnMut(&str)) -> Result<BenchRe
     let mut lab = Lab::build(&paths, opts.seed)?;
     let braid = BraidSettings {
         scheduler: crate::kebab(&sc.engine.scheduler),
-        loss_recovery: sc.engine.loss_recovery.to_string(),
+        loss_recovery: sc.engine.loss_recovery,
     };
-    let braid_label = format!("braid ({} + {})", braid.scheduler, braid.loss_recovery);
+    let braid_label = format!("braid ({})", braid.label());
 
     let mut results: Vec<(String, WebResult)> = Vec::new();
     let mut groups: Vec<(String, Vec<System>)> = vec![

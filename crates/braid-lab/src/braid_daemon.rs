@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use braid_core::LossRecoveryKind;
+
 use crate::netns::{LabProcess, Netns};
 use crate::topology::{gateway_path_addr, CLIENT, INTERNET, SERVER_ENDPOINT};
 use crate::{Lab, LabError};
@@ -72,16 +74,37 @@ pub fn unavailable() -> Option<String> {
 pub struct BraidSettings {
     /// A braid-core scheduler name (`delay-based`, `min-conn-path`, ...).
     pub scheduler: String,
-    /// A loss-recovery name (`none`, `evolution`, ...).
-    pub loss_recovery: String,
+    /// The loss-recovery method, with its parameters.
+    pub loss_recovery: LossRecoveryKind,
 }
 
 impl BraidSettings {
+    /// `s` without loss recovery.
     pub fn scheduler(s: &str) -> BraidSettings {
         BraidSettings {
             scheduler: s.to_owned(),
-            loss_recovery: "none".to_owned(),
+            loss_recovery: LossRecoveryKind::None,
         }
+    }
+
+    /// A label for reports: `scheduler + loss recovery` (the scheduler alone without one).
+    pub fn label(&self) -> String {
+        match self.loss_recovery {
+            LossRecoveryKind::None => self.scheduler.clone(),
+            l => format!("{} + {l}", self.scheduler),
+        }
+    }
+
+    /// The `[engine]` section both daemons run with (docs/daemon.md), `socket` the control
+    /// socket's folder.
+    pub fn engine_section(&self, socket: &Path) -> String {
+        let recovery = toml::Value::try_from(self.loss_recovery)
+            .map_or_else(|_| "\"none\"".to_owned(), |v| v.to_string());
+        format!(
+            "[engine]\nscheduler = \"{}\"\nloss_recovery = {recovery}\n\n[control]\nsocket = \"{}\"\n",
+            self.scheduler,
+            socket.display()
+        )
     }
 }
 
@@ -120,12 +143,7 @@ impl BraidTunnel {
         crate::netns::register_dir(&dir.0);
         std::fs::create_dir_all(&dir.0)
             .map_err(|e| LabError::io(format!("creating {}", dir.0.display()), e))?;
-        let engine = format!(
-            "[engine]\nscheduler = \"{}\"\nloss_recovery = \"{}\"\n\n[control]\nsocket = \"{}\"\n",
-            settings.scheduler,
-            settings.loss_recovery,
-            dir.0.display()
-        );
+        let engine = settings.engine_section(&dir.0);
         // Encrypted, as a user runs it: a key pair per end from `braid genkey`/`pubkey`.
         let (server_key, server_pub) = key_pair(&exe, &dir.0, "server")?;
         let (gateway_key, gateway_pub) = key_pair(&exe, &dir.0, "gateway")?;
@@ -294,4 +312,49 @@ fn spawn(
         .stdout(Stdio::null())
         .stderr(log);
     ns.spawn(&mut cmd)
+}
+
+#[cfg(test)]
+mod tests {
+    use braid_core::{RetransmitParams, SchedulerKind};
+
+    use super::*;
+
+    /// The `[engine]` section reads back as the daemons read it, names and tables alike.
+    #[test]
+    fn engine_section_reads_back() {
+        #[derive(serde::Deserialize)]
+        struct File {
+            engine: Engine,
+        }
+        #[derive(serde::Deserialize)]
+        struct Engine {
+            scheduler: SchedulerKind,
+            loss_recovery: LossRecoveryKind,
+        }
+        let retransmit = LossRecoveryKind::Retransmit(RetransmitParams {
+            nack_delay_ms: 60.0,
+            max_nacks: 3,
+        });
+        for kind in [
+            LossRecoveryKind::None,
+            LossRecoveryKind::from_name("evolution").unwrap(),
+            retransmit,
+        ] {
+            let s = BraidSettings {
+                scheduler: "delay-based".into(),
+                loss_recovery: kind,
+            };
+            let text = s.engine_section(Path::new("/tmp/x"));
+            let f: File = toml::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(f.engine.scheduler, SchedulerKind::DelayBased);
+            assert_eq!(f.engine.loss_recovery, kind, "{text}");
+        }
+        let s = BraidSettings {
+            scheduler: "delay-based".into(),
+            loss_recovery: retransmit,
+        };
+        assert_eq!(s.label(), "delay-based + retransmit");
+        assert_eq!(BraidSettings::scheduler("lazy").label(), "lazy");
+    }
 }

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use crate::apps::http::{Server, Transport};
 use crate::apps::iperf::{self, IperfTest};
 use crate::apps::web::WebRun;
-use crate::braid_daemon::BraidTunnel;
+use crate::braid_daemon::{BraidSettings, BraidTunnel};
 use crate::emulator::DirectionReport;
 use crate::experiment::{HTTP_PORT, IPERF_PORT};
 use crate::topology::INTERNET;
@@ -45,7 +45,8 @@ pub fn paths(sc: &Scenario) -> Vec<PathSpec> {
 }
 
 /// Runs `sc` through each of `systems` in a lab built from its paths (MPTCP's first
-/// subflow goes on the lab's best path, whatever `primary` says).
+/// subflow goes on the lab's best path, whatever `primary` says). braid runs with the
+/// scenario's `[engine] loss_recovery` and the scheduler its system names.
 pub fn run(sc: &Scenario, systems: &[System]) -> Result<Vec<SystemRun>, LabError> {
     for w in &sc.workloads {
         if let WorkloadConfig::FetchLoop(_) = w {
@@ -65,7 +66,13 @@ pub fn run(sc: &Scenario, systems: &[System]) -> Result<Vec<SystemRun>, LabError
         };
         let label = system.label(&names);
         let _tunnel = match system {
-            System::Braid(s) => Some(BraidTunnel::start(&lab, s)?),
+            System::Braid(s) => Some(BraidTunnel::start_with(
+                &lab,
+                &BraidSettings {
+                    scheduler: s.clone(),
+                    loss_recovery: sc.engine.loss_recovery,
+                },
+            )?),
             System::Mptcp { .. } => {
                 if let Some(why) = lab.mptcp_unavailable() {
                     return Err(LabError::Unsupported(format!("Linux MPTCP: {why}")));

@@ -712,6 +712,7 @@ impl Gateway {
                 recovered: st.recovered,
                 holes_skipped: st.reorder.holes_skipped,
                 failover_resent: st.failover_resent,
+                engine: serde_json::to_value(&st).ok(),
             }],
             drops,
             security: match &self.sec {

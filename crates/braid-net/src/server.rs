@@ -668,6 +668,7 @@ impl Server {
                     recovered: st.recovered,
                     holes_skipped: st.reorder.holes_skipped,
                     failover_resent: st.failover_resent,
+                    engine: serde_json::to_value(&st).ok(),
                 }
             })
             .collect();

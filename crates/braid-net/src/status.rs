@@ -62,6 +62,10 @@ pub struct SessionStatus {
     /// Data packets resent on another path because the path they were sent on stalled.
     #[serde(default)]
     pub failover_resent: u64,
+    /// Every counter of the session's engine ([`braid_core::SessionStats`]: per-path
+    /// estimates, resequencer, loss recovery, send queue), for `braid status --json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<serde_json::Value>,
 }
 
 /// Counters of datagrams and packets dropped before or around the engines.

@@ -176,10 +176,14 @@ fn a_missing_key_file_names_the_fix() {
     );
 }
 
+/// A key file of its own per call: tests run in parallel, and one rewriting a shared file
+/// while another reads it made `a_port_in_use_names_the_port` fail now and then.
 fn temp_key() -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!("braid-net-config-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let key = dir.join("k");
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let key = dir.join(format!("k{n}"));
     std::fs::write(&key, "ILEpoz2c+2WynMiVyV47eLhhGYS8st9XQuqZY5wiSV0=\n").unwrap();
     key
 }
