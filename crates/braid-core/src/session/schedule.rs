@@ -157,6 +157,9 @@ impl Session {
             }
         }
         let unordered = scheduler.pins_flows() && flow.is_some();
+        let segment = flow.zip(info.and_then(|i| i.tcp)).map(|(f, t)| {
+            super::failover::TcpSegment::new(f.id, t.payload_len > 0 || t.syn || t.fin)
+        });
         let (seq, packet) = self.send_queue.pop_front()?;
         let t = self.send_data(now, pi, seq, &packet, buf, unordered);
         self.recovery
@@ -176,7 +179,7 @@ impl Session {
             }
         }
         if t.is_some() {
-            self.keep_sent(pi, seq, packet);
+            self.keep_sent(pi, seq, packet, segment);
         } else {
             self.recycle(packet);
         }
