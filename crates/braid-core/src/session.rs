@@ -723,6 +723,7 @@ impl Session {
     pub fn stats(&self) -> SessionStats {
         let mut s = self.stats.clone();
         s.failover_resent = self.failover.resent;
+        s.failover_left = self.failover.left;
         s.paths = self.paths.iter().map(|p| p.stats(self.last_now)).collect();
         s.reorder = self.reseq.stats();
         s.flows = self.scheduling.flows.stats();

@@ -79,6 +79,10 @@ pub struct SessionStats {
     /// Data packets put back in the send queue because the path they went on failed
     /// before the peer acknowledged them (see `session/failover.rs`).
     pub failover_resent: u64,
+    /// Data packets outstanding on a failed path and not resent, because a later segment
+    /// of the same inner TCP flow went on a live path (its own retransmission recovers
+    /// them, see `session/failover.rs`).
+    pub failover_left: u64,
     pub reports_sent: u64,
     pub reports_received: u64,
     /// Events not pulled before the event queue filled.

@@ -45,6 +45,18 @@ fn series(r: &Report) -> &[f64] {
 const SURVIVING_MBPS: f64 = 10.0 * 1360.0 / 1452.0;
 const FAIL_BIN: usize = 100;
 
+/// The lab's recovery time (`braid_lab::experiment::recovery`, which this crate cannot
+/// use): from the failure to the first non-empty 50 ms bin from which every 300 ms window
+/// starting within 2 s averages at least half the surviving path's rate, in ms.
+fn recovery_ms(g: &[f64]) -> Option<usize> {
+    let (w, stay) = (6, 40);
+    let ok = |i: usize| g[i..i + w].iter().sum::<f64>() / w as f64 >= SURVIVING_MBPS / 2.0;
+    let last = g.len() - w;
+    (FAIL_BIN..=last)
+        .find(|&i| g[i] > 0.0 && (i..=(i + stay).min(last)).all(ok))
+        .map(|i| (i - FAIL_BIN) * 50)
+}
+
 #[test]
 fn a_blackholed_path_is_left_within_a_few_hundred_ms_of_virtual_time() {
     let r = run(&scenario(100.0, 8.0), &mut TraceCache::new(), None).unwrap();
@@ -67,25 +79,34 @@ fn a_blackholed_path_is_left_within_a_few_hundred_ms_of_virtual_time() {
         back * 50,
         &g[FAIL_BIN..FAIL_BIN + 30]
     );
-    // Over the first half second the download gets at least 40% of the surviving rate.
-    // With fast failover alone it got more than half; since the delay-based scheduler caps
-    // each bottleneck's queue and holds the excess at the sender, the resent packets are
-    // followed by a second stall of about 350 ms (the inner TCP recovering the packets the
-    // surviving path's queue dropped), and this seed gets 4.07 Mbit/s (43%). The bound
-    // keeps that from getting worse; getting back above half is open work (docs/lab.md).
-    let first = g[FAIL_BIN..FAIL_BIN + 10].iter().sum::<f64>() / 10.0;
+    // Goodput recovers by the lab's rule (`braid_lab::experiment::recovery`): from the
+    // first non-empty bin after the failure, every 300 ms window starting within 2 s
+    // carries at least half the surviving path's rate. When braid resent everything in
+    // flight on the failed path, the inner TCP retransmitted the same segments again (SACK
+    // told it they were missing), the surviving path carried both, and a second stall of
+    // about 350 ms followed the first, then more: this seed recovered after 1350 ms.
+    // Resending only what TCP cannot recover by itself (`session/failover.rs`) takes
+    // 400 ms.
+    let recovered = recovery_ms(g).expect("goodput never recovered");
     assert!(
-        first >= 0.4 * SURVIVING_MBPS,
-        "{first} Mbit/s in the first 500 ms: {:?}",
+        recovered <= 450,
+        "recovered {recovered} ms after the failure: {:?}",
         &g[FAIL_BIN - 10..FAIL_BIN + 30]
     );
-    // The server declared the path failed by its stalled acknowledgements, resent what was
-    // in flight on it, and never took it back (it never came back).
+    // The server declared the path failed by its stalled acknowledgements and never took
+    // it back (it never came back). What was in flight on it belonged to the download,
+    // which went on over the other path: TCP's own SACK recovery gets it back, so braid
+    // left it to TCP instead of resending it.
     let server = r.server.as_ref().unwrap();
     let a = &server.paths[0];
     assert_eq!((a.tx_stalls, a.tx_revivals), (1, 0));
     assert!(!a.usable && server.paths[1].usable);
-    assert!(server.failover_resent > 20, "{}", server.failover_resent);
+    assert!(server.failover_left > 100, "{}", server.failover_left);
+    assert!(
+        server.failover_resent < server.failover_left / 10,
+        "{} resent",
+        server.failover_resent
+    );
     // Settles at the surviving path's rate.
     let tail = &g[g.len() - 20..];
     let settled = tail.iter().sum::<f64>() / tail.len() as f64;

@@ -172,6 +172,9 @@ impl Session {
                 unordered = sch.flows.deliver_on_arrival(&i.key, now, p.id(), hold);
             }
         }
+        let segment = flow.zip(info.and_then(|i| i.tcp)).map(|(f, t)| {
+            super::failover::TcpSegment::new(f.id, t.payload_len > 0 || t.syn || t.fin)
+        });
         let (seq, packet) = self.send_queue.pop_front()?;
         let t = self.send_data(now, pi, seq, &packet, buf, unordered);
         self.recovery
@@ -191,7 +194,7 @@ impl Session {
             }
         }
         if t.is_some() {
-            self.keep_sent(pi, seq, packet);
+            self.keep_sent(pi, seq, packet, segment);
         } else {
             self.recycle(packet);
         }
