@@ -21,6 +21,7 @@ mod none;
 pub mod opportunistic;
 pub mod rng;
 pub mod rs;
+pub mod sampled;
 pub mod window;
 pub mod xor;
 
