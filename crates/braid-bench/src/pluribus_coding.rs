@@ -322,7 +322,15 @@ impl Bench for Fig10 {
         let competitors = methods.len() - 3;
         let kinds: Vec<LossRecoveryKind> = methods.iter().map(|m| m.1).collect();
         let cells = run_pooled(losses, &kinds, opts, "fig10")?;
-        let mut cols = vec!["loss".to_owned(), "evolution ms".to_owned()];
+        // The same flows without loss: no method's median can go below it, which bounds
+        // every ratio at a loss rate by that method's median over it.
+        let lossless = run_pooled(&[0.0], &[LossRecoveryKind::None], opts, "fig10 no loss")?;
+        let lossless = &lossless[0];
+        let mut cols = vec![
+            "loss".to_owned(),
+            "no loss ms".to_owned(),
+            "evolution ms".to_owned(),
+        ];
         cols.extend(methods[1..].iter().map(|m| format!("{} / evo", m.0)));
         cols.push("closest (seeds)".to_owned());
         let mut table = Table::new(cols);
@@ -333,9 +341,19 @@ impl Bench for Fig10 {
             let evo = &row[0];
             let mut out = vec![
                 format!("{:.0}%", loss * 100.0),
+                format!("{:.0}", lossless.median_ms()),
                 format!("{:.0}", evo.median_ms()),
             ];
             let mut per = serde_json::Map::new();
+            let (ratio, seeds_ratio) = lossless.relative_to(evo);
+            per.insert(
+                "none without loss".to_owned(),
+                json!({
+                    "median_fct_ms": lossless.median_ms(),
+                    "relative_to_evolution": ratio,
+                    "relative_per_seed": seeds_ratio,
+                }),
+            );
             let mut closest: Option<(f64, &str, f64, f64)> = None;
             for (mi, (name, _)) in methods.iter().enumerate() {
                 let c = &row[mi];
