@@ -175,8 +175,10 @@ impl EvolutionParams {
     /// immediate decoder.
     pub fn paper() -> EvolutionParams {
         EvolutionParams {
+            loss_offset: 0.0,
+            decoder: XorDecoder::Immediate,
+            members: MemberChoice::Random,
             estimate: PresenceEstimate::Fraction,
-            ..EvolutionParams::default()
         }
     }
 }
