@@ -5,7 +5,10 @@
 //! within about the last round trip; how many is the code's business:
 //!
 //! - [`Evolution`] (§4.1): `max(1, ⌊-1 / ln r⌋)` packets, never all of W when |W| > 1,
-//!   where `r` is the sender's estimate of the fraction of W present at the receiver;
+//!   where `r` is the sender's estimate of the fraction of W present at the receiver
+//!   (`estimate = "fraction"`); by default, braid's deviation [`super::sampled`]: the
+//!   members, and so their number, that maximise the expected yield over simulated
+//!   receivers;
 //! - [`Lt`] (§6.4.1): a degree drawn from the robust soliton distribution over |W|.
 //!
 //! Coded packets therefore never delay data by more than one packet's transmission time,
