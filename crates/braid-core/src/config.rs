@@ -87,6 +87,21 @@ pub enum MemberChoice {
     Coverage,
 }
 
+/// How Evolution estimates what the receiver holds, from which each coded packet's
+/// members follow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PresenceEstimate {
+    /// PluriBus §4.1: one fraction `r` for all of W; `max(1, ⌊-1/ln r⌋)` members, chosen
+    /// by [`MemberChoice`].
+    Fraction,
+    /// Sampled receivers (see [`crate::fec::sampled`]): members chosen greedily for the
+    /// largest expected yield over them; [`MemberChoice`] is not used. braid's default, a
+    /// documented deviation from §4.1 (`braid bench pluribus-fig10` shows both).
+    #[default]
+    Sampled,
+}
+
 /// Parameters of [`LossRecoveryKind::Evolution`].
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -95,8 +110,10 @@ pub struct EvolutionParams {
     /// to [0, 1] (PluriBus §6.4.2, Fig 12). In [-1, 1].
     pub loss_offset: f64,
     pub decoder: XorDecoder,
-    /// Which packets of W a coded packet combines.
+    /// Which packets of W a coded packet combines (with `estimate = "fraction"`).
     pub members: MemberChoice,
+    /// How the sender estimates what the receiver holds.
+    pub estimate: PresenceEstimate,
 }
 
 /// Parameters of [`LossRecoveryKind::Lt`]: the robust soliton distribution's `c` and `δ`
@@ -148,6 +165,20 @@ impl Default for EvolutionParams {
             loss_offset: 0.0,
             decoder: XorDecoder::Immediate,
             members: MemberChoice::Random,
+            estimate: PresenceEstimate::Sampled,
+        }
+    }
+}
+
+impl EvolutionParams {
+    /// Evolution as PluriBus §4.1 specifies it: one fraction `r`, random members, the
+    /// immediate decoder.
+    pub fn paper() -> EvolutionParams {
+        EvolutionParams {
+            loss_offset: 0.0,
+            decoder: XorDecoder::Immediate,
+            members: MemberChoice::Random,
+            estimate: PresenceEstimate::Fraction,
         }
     }
 }
@@ -334,6 +365,9 @@ impl std::fmt::Display for LossRecoveryKind {
                 }
                 if p.members == MemberChoice::Coverage {
                     f.write_str(" coverage")?;
+                }
+                if p.estimate == PresenceEstimate::Fraction {
+                    f.write_str(" fraction")?;
                 }
                 f.write_str(dec(p.decoder))
             }
@@ -633,6 +667,15 @@ mod tests {
             "evolution coverage"
         );
         assert!(parse(json!({ "kind": "evolution", "members": "newest" })).is_err());
+        assert_eq!(
+            parse(json!({ "kind": "evolution", "estimate": "fraction" })),
+            Ok(LossRecoveryKind::Evolution(EvolutionParams::paper()))
+        );
+        assert_eq!(
+            LossRecoveryKind::Evolution(EvolutionParams::paper()).to_string(),
+            "evolution fraction"
+        );
+        assert!(parse(json!({ "kind": "evolution", "estimate": "exact" })).is_err());
         let e = parse(json!("fountain")).unwrap_err();
         assert!(e.contains("reed-solomon"), "{e}");
         let e = parse(json!({ "kind": "xor", "redundancy_pct": 0 })).unwrap_err();

@@ -5,7 +5,8 @@
 //! shards, retransmissions, nacks) after data. Implementations:
 //! - [`NoRecovery`]: losses reach the inner transport.
 //! - [`Evolution`]: Evolution codes sent opportunistically (PluriBus §4, §4.1), the method
-//!   PluriBus proposes.
+//!   PluriBus proposes; by default with braid's sampled estimate of what the receiver
+//!   holds ([`sampled`]), §4.1's single fraction `r` selectable.
 //! - [`Lt`]: LT codes with robust soliton degrees, sent opportunistically (§6.4.1).
 //! - [`FixedXor`]: a coded packet after every `100 / K` data packets (§6.4.1, Maelstrom).
 //! - [`ReedSolomon`]: systematic Reed-Solomon over fixed blocks, fixed overhead.
@@ -21,6 +22,7 @@ mod none;
 pub mod opportunistic;
 pub mod rng;
 pub mod rs;
+pub mod sampled;
 pub mod window;
 pub mod xor;
 

@@ -5,7 +5,10 @@
 //! within about the last round trip; how many is the code's business:
 //!
 //! - [`Evolution`] (§4.1): `max(1, ⌊-1 / ln r⌋)` packets, never all of W when |W| > 1,
-//!   where `r` is the sender's estimate of the fraction of W present at the receiver;
+//!   where `r` is the sender's estimate of the fraction of W present at the receiver
+//!   (`estimate = "fraction"`); by default, braid's deviation [`super::sampled`]: the
+//!   members, and so their number, that maximise the expected yield over simulated
+//!   receivers;
 //! - [`Lt`] (§6.4.1): a degree drawn from the robust soliton distribution over |W|.
 //!
 //! Coded packets therefore never delay data by more than one packet's transmission time,
@@ -17,12 +20,13 @@ use braid_wire::Message;
 
 use super::decoder::XorDecoder;
 use super::rng::Rng;
+use super::sampled;
 use super::window::{Window, DEFAULT_RTT};
 use super::xor::CodedBuilder;
 use super::{LossRecovery, RecoveredSink, Repair, RepairBody};
 use crate::path::Path;
 use crate::stats::LossRecoveryStats;
-use crate::{EvolutionParams, Instant, LtParams, MemberChoice};
+use crate::{EvolutionParams, Instant, LtParams, MemberChoice, PresenceEstimate};
 
 /// Most data packets in W: bounds memory and keeps every member within the coded bitmap's
 /// 2040-packet reach.
@@ -244,6 +248,10 @@ pub struct Opportunistic<D: Degree> {
     /// Selection keys of [`choose_by_coverage`].
     keys: Vec<u64>,
     members: MemberChoice,
+    /// With the sampled estimate ([`sampled`]): the loss-estimate offset its samples use.
+    sampled: Option<f64>,
+    /// Scratch space of [`sampled::choose`].
+    cand: Vec<u16>,
     decoder: XorDecoder,
     stats: LossRecoveryStats,
     /// Per path id: no coded packet before this instant (see [`CODED_HEADROOM`]).
@@ -263,6 +271,9 @@ impl Evolution {
         };
         let mut e = Opportunistic::with_degree("evolution", degree, p.decoder, seed);
         e.members = p.members;
+        if p.estimate == PresenceEstimate::Sampled {
+            e.sampled = Some(p.loss_offset);
+        }
         e
     }
 }
@@ -296,6 +307,8 @@ impl<D: Degree> Opportunistic<D> {
             picks: Vec::with_capacity(MAX_WINDOW),
             keys: Vec::with_capacity(MAX_WINDOW),
             members: MemberChoice::Random,
+            sampled: None,
+            cand: Vec::with_capacity(MAX_WINDOW),
             decoder: XorDecoder::new(decoder),
             stats: LossRecoveryStats::default(),
             rest_until: Box::new([Instant::ZERO; 256]),
@@ -340,6 +353,11 @@ impl<D: Degree> LossRecovery for Opportunistic<D> {
         self.fresh_until = Some(self.fresh_until.map_or(expires, |t| t.max(expires)));
         self.window.expire(now);
         self.window.push(seq, expires, payload);
+        if let Some(offset) = self.sampled {
+            let p = (path.loss_rate() + offset).clamp(0.0, 1.0);
+            let mask = sampled::loss_mask(p, &mut self.rng);
+            self.window.set_missing(self.window.len() - 1, mask);
+        }
         self.degree
             .on_data_sent(path.loss_rate(), self.window.len());
     }
@@ -355,8 +373,15 @@ impl<D: Degree> LossRecovery for Opportunistic<D> {
         }
         let path = paths.iter().find(|p| self.open(now, p))?;
         let n = self.window.len();
-        let x = self.degree.degree(n, &mut self.rng).clamp(1, n);
+        let by_samples = self.sampled.is_some()
+            && sampled::choose(&self.window, &mut self.cand, &mut self.picks) > 0;
+        let x = if by_samples {
+            self.picks.len()
+        } else {
+            self.degree.degree(n, &mut self.rng).clamp(1, n)
+        };
         match self.members {
+            _ if by_samples => {}
             MemberChoice::Random => {
                 // A random x-subset of W: a partial Fisher-Yates shuffle of its indices.
                 self.picks.clear();
@@ -382,6 +407,10 @@ impl<D: Degree> LossRecovery for Opportunistic<D> {
                 self.builder.add(seq, packet);
             }
             self.window.cover(usize::from(i));
+        }
+        if let Some(offset) = self.sampled {
+            let p = (path.loss_rate() + offset).clamp(0.0, 1.0);
+            sampled::on_coded_sent(&mut self.window, &self.picks[..x], p, &mut self.rng);
         }
         let x = self.builder.members();
         self.degree.on_coded_sent(x, path.loss_rate(), n);
@@ -435,7 +464,11 @@ impl<D: Degree> LossRecovery for Opportunistic<D> {
             method: self.name,
             window: self.window.len() as u64,
             window_drops: self.window.drops(),
-            present_fraction: self.degree.present_fraction(),
+            present_fraction: if self.sampled.is_some() {
+                sampled::present_fraction(&self.window)
+            } else {
+                self.degree.present_fraction()
+            },
             ..self.stats.clone()
         }
     }

@@ -182,31 +182,34 @@ fn evolution() -> LossRecoveryKind {
     LossRecoveryKind::Evolution(EvolutionParams::default())
 }
 
-#[test]
-fn evolution_recovers_most_bernoulli_losses() {
-    let mut net = Net::new(evolution(), 0.1, 5);
+/// Recovered over lost data packets upstream, with `kind`, 10% loss.
+fn recovered_share(kind: LossRecoveryKind) -> f64 {
+    let mut net = Net::new(kind, 0.1, 5);
     let sent = net.bursts(20);
     let (gw, srv) = net.stats();
     let lost = net.up.lost_data;
     let rec = srv.loss_recovery.recovered;
     assert!(gw.loss_recovery.coded_sent > 1000, "{:?}", gw.loss_recovery);
-    // About 200 data packets lost; recovered from coded packets: most of them. Not all:
-    // the idle time drives r to 1 and the degree to |W| - 1, and a burst of 10 that lost
-    // three or more (a fifth of the losses at 10%) leaves every such coded packet with two
-    // missing members.
     assert!(lost > 150, "{lost}");
-    let share = rec as f64 / lost as f64;
-    assert!(
-        share > 0.7,
-        "recovered {rec} of {lost} ({share:.2}) {:?} {:?}",
-        gw.loss_recovery,
-        srv.loss_recovery
-    );
     assert_eq!(net.delivered() as u64, u64::from(sent) - lost + rec);
     assert!(gw.loss_recovery.present_fraction > 0.5);
+    rec as f64 / lost as f64
+}
+
+#[test]
+fn evolution_recovers_most_bernoulli_losses() {
+    // About 200 data packets lost. With §4.1's estimate, most of them are recovered, not
+    // all: the idle time drives r to 1 and the degree to |W| - 1, and a burst of 10 that
+    // lost three or more (a fifth of the losses at 10%) leaves every such coded packet with
+    // two missing members. The sampled estimate (braid's default) sees those states and
+    // recovers more.
+    let paper = recovered_share(LossRecoveryKind::Evolution(EvolutionParams::paper()));
+    let sampled = recovered_share(evolution());
+    assert!(paper > 0.7, "{paper:.2}");
+    assert!(sampled > paper + 0.05, "{sampled:.2} vs {paper:.2}");
     // Without loss protection every loss reaches the receiver.
     let mut none = Net::new(LossRecoveryKind::None, 0.1, 5);
-    none.bursts(20);
+    let sent = none.bursts(20);
     assert_eq!(none.delivered() as u64, u64::from(sent) - none.up.lost_data);
 }
 

@@ -34,6 +34,9 @@ struct Entry {
     packet: Vec<u8>,
     /// Coded packets this entry has been a member of.
     covered: u32,
+    /// The sampled receiver states in which this packet is missing, one bit per sample
+    /// (Evolution's sampled estimate, [`super::sampled`]).
+    missing: u64,
 }
 
 /// A bounded, sequence-ordered window of sent data packets.
@@ -87,6 +90,7 @@ impl Window {
             expires,
             packet: buf,
             covered: 0,
+            missing: 0,
         });
     }
 
@@ -125,6 +129,18 @@ impl Window {
     pub fn cover(&mut self, i: usize) {
         if let Some(e) = self.entries.get_mut(i) {
             e.covered = e.covered.saturating_add(1);
+        }
+    }
+
+    /// The samples in which the `i`-th oldest entry is missing (0 when out of range).
+    pub fn missing(&self, i: usize) -> u64 {
+        self.entries.get(i).map_or(0, |e| e.missing)
+    }
+
+    /// Sets the samples in which the `i`-th oldest entry is missing.
+    pub fn set_missing(&mut self, i: usize, mask: u64) {
+        if let Some(e) = self.entries.get_mut(i) {
+            e.missing = mask;
         }
     }
 

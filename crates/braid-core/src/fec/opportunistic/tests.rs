@@ -87,7 +87,7 @@ fn r_and_w_follow_the_papers_updates() {
     let mut b = path(1, 32768); // p = 0.500008
     let (pa, pb) = (a.loss_rate(), b.loss_rate());
     close(pa, 0.2);
-    let mut e = Evolution::new(EvolutionParams::default(), 1);
+    let mut e = Evolution::new(EvolutionParams::paper(), 1);
     let t = ms(1000);
     // (i) on data: r = ((|W| - 1) r + (1 - p)) / |W|.
     e.on_data_sent(t, 0, &a, &[0; 100]);
@@ -135,14 +135,14 @@ fn loss_offset_shifts_p_and_is_clamped() {
     let a = path(0, 13107);
     let up = EvolutionParams {
         loss_offset: 0.1,
-        ..EvolutionParams::default()
+        ..EvolutionParams::paper()
     };
     let mut e = Evolution::new(up, 1);
     e.on_data_sent(ms(0), 0, &a, &[0]);
     close(r_of(&e), 1.0 - (a.loss_rate() + 0.1));
     let down = EvolutionParams {
         loss_offset: -0.5,
-        ..EvolutionParams::default()
+        ..EvolutionParams::paper()
     };
     let mut e = Evolution::new(down, 1);
     e.on_data_sent(ms(0), 0, &a, &[0]);
@@ -152,7 +152,7 @@ fn loss_offset_shifts_p_and_is_clamped() {
 #[test]
 fn coded_only_on_an_empty_queue_and_while_data_is_new() {
     let mut a = path(0, 6553);
-    let mut e = Evolution::new(EvolutionParams::default(), 3);
+    let mut e = Evolution::new(EvolutionParams::paper(), 3);
     // As the session does: the path accounts for the datagram, then recovery hears of it.
     for s in 0..5 {
         a.on_send(ms(0), 1500, SentKind::Data);
@@ -218,7 +218,7 @@ fn coded_only_on_an_empty_queue_and_while_data_is_new() {
 #[test]
 fn members_are_random_distinct_and_never_all_of_w() {
     let a = path(0, 0);
-    let mut e = Evolution::new(EvolutionParams::default(), 9);
+    let mut e = Evolution::new(EvolutionParams::paper(), 9);
     for s in 100..110 {
         e.on_data_sent(ms(0), s, &a, &[s as u8; 10]);
     }
@@ -238,8 +238,8 @@ fn members_are_random_distinct_and_never_all_of_w() {
     // The left-out packet varies: the same coded packet is not repeated forever.
     assert!(seen.len() >= 5, "{}", seen.len());
     // Same seed, same choices.
-    let mut again = Evolution::new(EvolutionParams::default(), 9);
-    let mut first = Evolution::new(EvolutionParams::default(), 9);
+    let mut again = Evolution::new(EvolutionParams::paper(), 9);
+    let mut first = Evolution::new(EvolutionParams::paper(), 9);
     for s in 0..10 {
         again.on_data_sent(ms(0), s, &a, &[1]);
         first.on_data_sent(ms(0), s, &a, &[1]);
@@ -450,10 +450,10 @@ fn coverage_choice_keeps_x_r_and_the_cap_and_rotates_the_window() {
     let a = path(0, 13107); // p = 0.2
     let cov = EvolutionParams {
         members: MemberChoice::Coverage,
-        ..EvolutionParams::default()
+        ..EvolutionParams::paper()
     };
     let mut c = Evolution::new(cov, 4);
-    let mut r = Evolution::new(EvolutionParams::default(), 4);
+    let mut r = Evolution::new(EvolutionParams::paper(), 4);
     for s in 0..5 {
         c.on_data_sent(ms(0), s, &a, &[s as u8; 10]);
         r.on_data_sent(ms(0), s, &a, &[s as u8; 10]);
@@ -475,4 +475,49 @@ fn coverage_choice_keeps_x_r_and_the_cap_and_rotates_the_window() {
     // r climbs to x = |W| - 1 = 4; which packet is left out varies.
     assert!(left_out.len() >= 3, "{left_out:?}");
     assert_eq!(c.stats().coded_sent, 30);
+}
+
+#[test]
+fn sampled_estimate_sizes_packets_by_loss_and_falls_back_to_r() {
+    let sampled = EvolutionParams::default();
+    assert_eq!(sampled.estimate, crate::PresenceEstimate::Sampled);
+    // 50% loss, ten packets: every sample misses several, so the best packet is one packet
+    // alone; as coded packets repair samples, small combinations follow, and successive
+    // packets spread over W instead of repeating one.
+    let a = path(0, 32768);
+    let mut e = Evolution::new(sampled, 2);
+    for s in 0..10 {
+        e.on_data_sent(ms(0), s, &a, &[s as u8; 10]);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for k in 0..8 {
+        e.unrest();
+        let m = members(&e.poll_repair(ms(1), std::slice::from_ref(&a)).unwrap());
+        assert!(m.len() <= if k == 0 { 1 } else { 3 }, "{k}: {m:?}");
+        seen.extend(m);
+    }
+    assert!(seen.len() >= 7, "{seen:?}");
+    let st = e.stats();
+    assert!(
+        st.present_fraction > 0.5 && st.present_fraction < 0.9,
+        "{st:?}"
+    );
+    // 2% loss: few samples miss anything, and the packet combines the entries missing in
+    // them (more than one), never all of W.
+    let b = path(0, 1311);
+    let mut e = Evolution::new(sampled, 3);
+    for s in 0..40 {
+        e.on_data_sent(ms(0), s, &b, &[s as u8; 10]);
+    }
+    let m = members(&e.poll_repair(ms(1), std::slice::from_ref(&b)).unwrap());
+    assert!(m.len() > 1 && m.len() < 40, "{m:?}");
+    // No loss: no sample misses anything, and §4.1's rule decides (r = 1: |W| - 1).
+    let c = path(0, 0);
+    let mut e = Evolution::new(sampled, 4);
+    for s in 0..10 {
+        e.on_data_sent(ms(0), s, &c, &[s as u8; 10]);
+    }
+    let m = members(&e.poll_repair(ms(1), std::slice::from_ref(&c)).unwrap());
+    assert_eq!(m.len(), 9);
+    close(e.stats().present_fraction, 1.0);
 }
