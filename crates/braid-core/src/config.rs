@@ -442,7 +442,8 @@ pub struct PathConfig {
     /// capacity of the paths").
     pub tx_capacity_bps: u64,
     /// Expected capacity of the direction this end receives on: the starting point of its
-    /// capacity estimator.
+    /// capacity estimator; 0 when unknown (reported as unknown until measured, see
+    /// [`crate::path::capacity::UNKNOWN_BPS`]).
     pub rx_capacity_bps: u64,
 }
 

@@ -741,8 +741,12 @@ impl Server {
         let pc: Vec<PathConfig> = (0..n)
             .map(|i| PathConfig {
                 id: i,
+                // Until the gateway's reports say: its configured capacity of each
+                // uplink, then the measured one.
                 tx_capacity_bps: 100_000_000,
-                rx_capacity_bps: 100_000_000,
+                // Unknown: measured from what arrives (reported as 0 until then, so the
+                // gateway keeps its configured capacity).
+                rx_capacity_bps: 0,
             })
             .collect();
         let Ok(mut session) = Session::new(c, Role::Server, &pc, now) else {

@@ -66,19 +66,41 @@ pub struct CapacityEstimator {
     /// Arrival, send timestamp and size of the previous datagram.
     previous: Option<(Instant, u32, usize)>,
     run: Option<(Direction, [u64; RUN], usize)>,
+    /// Whether the estimate is a configured expectation or a measurement, rather than
+    /// [`UNKNOWN_BPS`] standing in for a capacity nobody configured.
+    known: bool,
 }
+
+/// The working estimate of a path whose expected capacity was not configured (a server
+/// knows nothing of its gateways' uplinks). Reported as unknown (0) until measured, so the
+/// sender keeps its own configured capacity rather than adopting this stand-in: a gateway
+/// whose 200 kbit/s uplink was reported at 100 Mbit/s paced Evolution's coded packets at
+/// that rate for the 10-20 s the averaging update took to come down, and its uplink queues
+/// overflowed (braid-lab, the bus links).
+pub const UNKNOWN_BPS: u64 = 100_000_000;
 
 impl CapacityEstimator {
     /// Starts from the configured expected capacity ("We bootstrap nodes with expected
-    /// capacity of the paths").
+    /// capacity of the paths"); 0 when none is configured: the estimate is then
+    /// [`UNKNOWN_BPS`] until the first measurement, which it takes as is.
     pub fn new(initial_bps: u64, interval: Duration) -> Self {
         CapacityEstimator {
-            estimate_bps: initial_bps.max(1),
+            estimate_bps: if initial_bps == 0 {
+                UNKNOWN_BPS
+            } else {
+                initial_bps
+            },
             interval,
             current: None,
             previous: None,
             run: None,
+            known: initial_bps != 0,
         }
+    }
+
+    /// Whether the estimate was configured or measured (see [`UNKNOWN_BPS`]).
+    pub fn is_known(&self) -> bool {
+        self.known
     }
 
     /// Current estimate, bits per second.
@@ -157,8 +179,13 @@ impl CapacityEstimator {
         sorted.sort_unstable();
         let median = sorted[RUN / 2];
         self.run = None;
-        let new = ((u128::from(self.estimate_bps) + u128::from(median)) / 2) as u64;
+        let new = if self.known {
+            ((u128::from(self.estimate_bps) + u128::from(median)) / 2) as u64
+        } else {
+            median
+        };
         let new = new.max(1);
+        self.known = true;
         if new == self.estimate_bps {
             None
         } else {
@@ -206,6 +233,20 @@ mod tests {
         let changed = interval(&mut c, 1500, 1, 1000, 4000);
         assert_eq!(changed, Some(1_500_000));
         assert_eq!(c.estimate_bps(), 1_500_000);
+    }
+
+    #[test]
+    fn an_unknown_capacity_takes_the_first_measurement_as_is() {
+        let mut c = CapacityEstimator::new(0, Duration::from_millis(500));
+        assert!(!c.is_known());
+        assert_eq!(c.estimate_bps(), UNKNOWN_BPS);
+        // Sent at 8 Mbit/s, received at 2 Mbit/s: 2, not the average with the stand-in.
+        for k in 0..3 {
+            assert_eq!(interval(&mut c, k * 500, 100, 1000, 4000), None);
+        }
+        assert_eq!(interval(&mut c, 1500, 1, 1000, 4000), Some(2_000_000));
+        assert!(c.is_known());
+        assert!(CapacityEstimator::new(1, Duration::from_millis(500)).is_known());
     }
 
     #[test]

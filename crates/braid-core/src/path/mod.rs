@@ -591,8 +591,14 @@ impl Path {
             path: self.id,
             live: self.rx.live,
             loss: PathEntry::encode_loss(self.rx.loss.rate()),
-            capacity_kbps: u32::try_from(self.rx.capacity.estimate_bps().div_ceil(1000))
-                .unwrap_or(u32::MAX),
+            // 0: not configured and not measured yet (docs/wire.md).
+            capacity_kbps: if self.rx.capacity.is_known() {
+                u32::try_from(self.rx.capacity.estimate_bps().div_ceil(1000))
+                    .unwrap_or(u32::MAX)
+                    .max(1)
+            } else {
+                0
+            },
             delay_us: self.rx.delay.estimate(),
             highest_seq: self.rx.highest_seq.unwrap_or(0),
             received: self.rx.received,
@@ -612,8 +618,9 @@ impl Path {
         delay_base: u32,
     ) -> ReportOutcome {
         let mut out = ReportOutcome::default();
-        let cap = u64::from(e.capacity_kbps).saturating_mul(1000).max(1);
-        if cap != self.tx.capacity_bps {
+        // 0: the peer has no estimate yet; keep ours.
+        let cap = u64::from(e.capacity_kbps).saturating_mul(1000);
+        if cap != 0 && cap != self.tx.capacity_bps {
             self.tx.capacity_bps = cap;
             self.tx.capacity_changes += 1;
             self.tx.capacity_min = self.tx.capacity_min.min(cap);
