@@ -469,6 +469,9 @@ pub struct Config {
     /// Set aside paths that lose far more than the best one (see
     /// [`crate::sched::guard`]).
     pub loss_guard: bool,
+    /// Active queue management of the send queue: CoDel on the bond's standing queue
+    /// (see `session/aqm.rs`).
+    pub aqm: bool,
     /// Keep the predicted delivery time of each data packet sent (a bounded log, for
     /// measuring the delay estimator's accuracy; PluriBus Fig 17).
     pub record_predictions: bool,
@@ -510,6 +513,7 @@ impl Default for Config {
             flow_idle_timeout: Duration::from_secs(120),
             record_predictions: false,
             loss_guard: true,
+            aqm: true,
         }
     }
 }

@@ -94,6 +94,8 @@ pub struct EngineSection {
     pub classes: Vec<ClassConfig>,
     /// Set aside paths that lose far more than the best one (default true).
     pub loss_guard: Option<bool>,
+    /// Active queue management of the send queue (default true; `session/aqm.rs`).
+    pub aqm: Option<bool>,
     /// Log each data packet's predicted and actual delivery (for analyses of the delay
     /// estimator; costs memory on long runs).
     #[serde(default)]
@@ -271,6 +273,9 @@ impl Scenario {
         let ms = |v: f64| Duration::from_secs_f64(v / 1e3);
         if let Some(g) = self.engine.loss_guard {
             c.loss_guard = g;
+        }
+        if let Some(a) = self.engine.aqm {
+            c.aqm = a;
         }
         if let Some(v) = self.engine.hole_timeout_ms {
             c.hole_timeout = ms(v);

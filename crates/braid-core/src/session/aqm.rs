@@ -1,0 +1,186 @@
+//! Active queue management at the session's send queue: CoDel (Nichols and Jacobson,
+//! RFC 8289) on the bond's standing queue, so that the inner TCP backs off while the queue
+//! it builds is still short, instead of filling every path's bottleneck queue to the
+//! delay-based scheduler's cap and then the send queue to its drop-tail.
+//!
+//! Beyond the papers. Without it an inner TCP with a large receive window (Linux tunes it
+//! to megabytes) keeps the bottleneck queues at the cap (150 ms) and the send queue up to
+//! [`crate::sched::delay::HOLD_MAX`] (500 ms) behind them: its round trip grows from the
+//! paths' 40-60 ms to several hundred, every later loss holds in-order delivery that long,
+//! and after a path fails the survivor's full queue delays the lost segments'
+//! retransmissions by as much (`docs/lab.md`, "Path failure").
+//!
+//! What is measured is the delay a packet arriving now will wait *beyond what spreading
+//! over the paths needs*: the smallest queue estimate (PluriBus §4.2) among the usable
+//! paths, plus the time the send queue's backlog takes to drain over them. The delay-based
+//! scheduler deliberately queues on a short path until its delivery matches a longer
+//! path's; that queue is not standing as long as the longer path's is empty, so the
+//! smallest queue is the one no path needed. CoDel's control law runs on that estimate at
+//! arrival (RFC 8289 drops at dequeue, where the sojourn time is known; a dropped packet
+//! here never gets a data sequence number, so the receiver sees no hole): once it has stayed
+//! above [`TARGET`] for [`INTERVAL`], a packet is refused, and the next ones at intervals
+//! shrinking with the square root of the drop count, until it falls below the target.
+//! Only TCP segments carrying data are refused (ACKs, SYNs and other protocols pass): they
+//! are what a loss slows down.
+
+use std::time::Duration;
+
+use braid_wire::{DATA_FIXED_LEN, HEADER_LEN};
+
+use super::Session;
+use crate::Instant;
+
+/// Standing queue CoDel tolerates (RFC 8289 uses 5 ms; the queue here is a model with
+/// errors of a few packets' transmission time, and the paths' own delay varies by more).
+pub const TARGET: Duration = Duration::from_millis(20);
+/// How long the standing queue must stay above the target before a drop (RFC 8289: a
+/// round trip of the paths served).
+pub const INTERVAL: Duration = Duration::from_millis(100);
+
+/// CoDel's state (RFC 8289 §5).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Codel {
+    /// When the standing queue, above the target since, may first cause a drop.
+    first_above: Option<Instant>,
+    dropping: bool,
+    drop_next: Instant,
+    count: u32,
+    last_count: u32,
+    /// Packets refused.
+    pub(super) drops: u64,
+}
+
+/// RFC 8289 §5.5: the next drop comes `INTERVAL / √count` after `t`.
+fn control_law(t: Instant, count: u32) -> Instant {
+    t + INTERVAL.div_f64(f64::from(count.max(1)).sqrt())
+}
+
+impl Codel {
+    /// Whether to refuse a data segment arriving at `now`, with `standing` the standing
+    /// queue it would wait in.
+    pub(super) fn should_drop(&mut self, now: Instant, standing: Duration) -> bool {
+        if standing < TARGET {
+            self.first_above = None;
+            self.dropping = false;
+            return false;
+        }
+        let ok_to_drop = match self.first_above {
+            None => {
+                self.first_above = Some(now + INTERVAL);
+                false
+            }
+            Some(t) => now >= t,
+        };
+        let drop = if self.dropping {
+            if now < self.drop_next {
+                return false;
+            }
+            self.count = self.count.saturating_add(1);
+            self.drop_next = control_law(self.drop_next, self.count);
+            true
+        } else if ok_to_drop {
+            self.dropping = true;
+            // Dropping again soon after the last episode: resume near its rate (§5.4).
+            let delta = self.count.saturating_sub(self.last_count);
+            let recent = now.saturating_duration_since(self.drop_next) < INTERVAL * 16;
+            self.count = if delta > 1 && recent { delta } else { 1 };
+            self.last_count = self.count;
+            self.drop_next = control_law(now, self.count);
+            true
+        } else {
+            false
+        };
+        if drop {
+            self.drops += 1;
+        }
+        drop
+    }
+}
+
+impl Session {
+    /// The standing queue a packet of `wire_bytes` arriving at `now` would wait in: the
+    /// smallest queue estimate among the usable paths (the live ones if none is usable)
+    /// plus the send queue's backlog drained over them.
+    fn standing_queue(&self, now: Instant, wire_bytes: usize) -> Duration {
+        let usable = self.paths.iter().any(crate::path::Path::is_usable);
+        let mut least = None::<Duration>;
+        let mut bps = 0u64;
+        for p in self
+            .paths
+            .iter()
+            .filter(|p| if usable { p.is_usable() } else { p.is_live() })
+        {
+            let q = p.queue_delay(now);
+            least = Some(least.map_or(q, |l| l.min(q)));
+            bps = bps.saturating_add(p.capacity_bps());
+        }
+        let Some(least) = least else {
+            return Duration::ZERO;
+        };
+        let bits = (self.send_queue.len() as u64).saturating_mul(wire_bytes as u64 * 8);
+        least + Duration::from_secs_f64(bits as f64 / bps.max(1) as f64)
+    }
+
+    /// Whether the active queue management refuses the inner packet `packet` arriving at
+    /// `now`: a TCP segment carrying data while CoDel calls for a drop.
+    pub(super) fn aqm_refuses(&mut self, now: Instant, packet: &[u8]) -> bool {
+        if !self.config.aqm {
+            return false;
+        }
+        let Some(info) = crate::flow::parse::parse(packet) else {
+            return false;
+        };
+        let data = info
+            .tcp
+            .is_some_and(|t| t.payload_len > 0 && !t.syn && !t.fin && !t.rst);
+        if !data {
+            return false;
+        }
+        // Short flows and retransmissions pass: a short flow's loss costs it a timeout
+        // rather than slowing it, and a lost retransmission costs any flow one.
+        let bulk = self
+            .scheduling
+            .flows
+            .peek(&info)
+            .is_some_and(|(packets, retransmission)| {
+                packets > crate::sched::delay::SHORT_FLOW && !retransmission
+            });
+        if !bulk {
+            return false;
+        }
+        let wire_bytes =
+            HEADER_LEN + 4 + DATA_FIXED_LEN + packet.len() + self.config.datagram_overhead;
+        let standing = self.standing_queue(now, wire_bytes);
+        self.aqm.should_drop(now, standing)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drops_only_after_an_interval_above_target_then_faster() {
+        let mut c = Codel::default();
+        let ms = Instant::from_millis;
+        let high = Duration::from_millis(50);
+        // Below the target: never.
+        assert!(!c.should_drop(ms(0), Duration::from_millis(19)));
+        // Above it, but for less than an interval.
+        assert!(!c.should_drop(ms(10), high));
+        assert!(!c.should_drop(ms(109), high));
+        // A full interval above: the first drop, then one 100 ms later, then 100/√2.
+        assert!(c.should_drop(ms(110), high));
+        assert!(!c.should_drop(ms(150), high));
+        assert!(c.should_drop(ms(210), high));
+        assert!(!c.should_drop(ms(280), high));
+        assert!(c.should_drop(ms(281), high));
+        assert_eq!(c.drops, 3);
+        // Back under the target: dropping stops at once, and starts over only after
+        // another interval above.
+        assert!(!c.should_drop(ms(300), Duration::from_millis(5)));
+        assert!(!c.should_drop(ms(310), high));
+        assert!(!c.should_drop(ms(400), high));
+        assert!(c.should_drop(ms(410), high));
+    }
+}
