@@ -470,7 +470,9 @@ pub struct Config {
     /// [`crate::sched::guard`]).
     pub loss_guard: bool,
     /// Active queue management of the send queue: CoDel on the bond's standing queue
-    /// (see `session/aqm.rs`).
+    /// (see `session/aqm.rs`). Off by default: it shortens the inner TCP's queues and
+    /// recovery after a path failure, but costs a single long-RTT flow throughput
+    /// (osctp-fig9, b-400: 0.90 -> 0.70 of capacity).
     pub aqm: bool,
     /// Keep the predicted delivery time of each data packet sent (a bounded log, for
     /// measuring the delay estimator's accuracy; PluriBus Fig 17).
@@ -513,7 +515,7 @@ impl Default for Config {
             flow_idle_timeout: Duration::from_secs(120),
             record_predictions: false,
             loss_guard: true,
-            aqm: true,
+            aqm: false,
         }
     }
 }

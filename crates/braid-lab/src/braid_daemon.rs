@@ -74,6 +74,8 @@ pub struct BraidSettings {
     pub scheduler: String,
     /// A loss-recovery name (`none`, `evolution`, ...).
     pub loss_recovery: String,
+    /// The engine's `aqm` setting (the send queue's CoDel; `None`: the default).
+    pub aqm: Option<bool>,
 }
 
 impl BraidSettings {
@@ -81,6 +83,7 @@ impl BraidSettings {
         BraidSettings {
             scheduler: s.to_owned(),
             loss_recovery: "none".to_owned(),
+            aqm: None,
         }
     }
 }
@@ -120,8 +123,11 @@ impl BraidTunnel {
         crate::netns::register_dir(&dir.0);
         std::fs::create_dir_all(&dir.0)
             .map_err(|e| LabError::io(format!("creating {}", dir.0.display()), e))?;
+        let aqm = settings
+            .aqm
+            .map_or_else(String::new, |a| format!("aqm = {a}\n"));
         let engine = format!(
-            "[engine]\nscheduler = \"{}\"\nloss_recovery = \"{}\"\n\n[control]\nsocket = \"{}\"\n",
+            "[engine]\nscheduler = \"{}\"\nloss_recovery = \"{}\"\n{aqm}\n[control]\nsocket = \"{}\"\n",
             settings.scheduler,
             settings.loss_recovery,
             dir.0.display()

@@ -63,7 +63,7 @@ pub struct EngineSection {
     #[serde(rename = "class", default)]
     pub classes: Vec<ClassConfig>,
     pub loss_guard: Option<bool>,
-    /// Active queue management of the send queue (default true).
+    /// Active queue management of the send queue (default false).
     pub aqm: Option<bool>,
     pub report_interval_ms: Option<f64>,
     pub heartbeat_interval_ms: Option<f64>,

@@ -94,7 +94,7 @@ pub struct EngineSection {
     pub classes: Vec<ClassConfig>,
     /// Set aside paths that lose far more than the best one (default true).
     pub loss_guard: Option<bool>,
-    /// Active queue management of the send queue (default true; `session/aqm.rs`).
+    /// Active queue management of the send queue (default false; `session/aqm.rs`).
     pub aqm: Option<bool>,
     /// Log each data packet's predicted and actual delivery (for analyses of the delay
     /// estimator; costs memory on long runs).

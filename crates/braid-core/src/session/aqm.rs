@@ -11,11 +11,12 @@
 //! retransmissions by as much (`docs/lab.md`, "Path failure").
 //!
 //! What is measured is the delay a packet arriving now will wait *beyond what spreading
-//! over the paths needs*: the smallest queue estimate (PluriBus §4.2) among the usable
-//! paths, plus the time the send queue's backlog takes to drain over them. The delay-based
-//! scheduler deliberately queues on a short path until its delivery matches a longer
-//! path's; that queue is not standing as long as the longer path's is empty, so the
-//! smallest queue is the one no path needed. CoDel's control law runs on that estimate at
+//! over the paths needs*: the least, over the usable paths, of the wait the delay-based
+//! scheduler predicts there (the queue estimate of PluriBus §4.2, plus the send queue's
+//! backlog for a path at the scheduler's cap, which the backlog waits for). The scheduler
+//! deliberately queues on a short path until its delivery matches a longer path's, at the
+//! sender once the short path's bottleneck queue is at the cap; that wait is not standing
+//! as long as the longer path's is short, so the least wait is the one no path needed. CoDel's control law runs on that estimate at
 //! arrival (RFC 8289 drops at dequeue, where the sojourn time is known; a dropped packet
 //! here never gets a data sequence number, so the receiver sees no hole): once it has stayed
 //! above [`TARGET`] for [`INTERVAL`], a packet is refused, and the next ones at intervals
@@ -30,11 +31,20 @@ use braid_wire::{DATA_FIXED_LEN, HEADER_LEN};
 use super::Session;
 use crate::Instant;
 
-/// Standing queue CoDel tolerates (RFC 8289 uses 5 ms; the queue here is a model with
-/// errors of a few packets' transmission time, and the paths' own delay varies by more).
+/// Least standing queue CoDel tolerates (RFC 8289 uses 5 ms; the queue here is a model
+/// with errors of a few packets' transmission time, and the paths' own delay varies by
+/// more). It is also at least a tenth of the interval (RFC 8289 §4.4: 5-10%).
 pub const TARGET: Duration = Duration::from_millis(20);
-/// How long the standing queue must stay above the target before a drop (RFC 8289: a
-/// round trip of the paths served).
+/// The target is also at least this many full packets' transmission time on the slowest
+/// usable path: on a 1 Mbit/s path 20 ms is less than two packets, and a single TCP flow
+/// whose queue is held that short leaves the path idle after each window reduction.
+pub const TARGET_PACKETS: u32 = 4;
+/// Least time the standing queue must stay above the target before a drop. RFC 8289 sets
+/// the interval to a round trip of the flows served (100 ms on the Internet): here it is at
+/// least the longest minimum RTT among the usable paths, since the inner TCP's round trip
+/// is at least that when it uses them all. With a fixed 100 ms, a bond of a 50 ms and a
+/// 400 ms path (osctp-fig9, b-400) fell from 0.90 to 0.65 of its capacity: TCP could not
+/// answer a drop before the next one came.
 pub const INTERVAL: Duration = Duration::from_millis(100);
 
 /// CoDel's state (RFC 8289 §5).
@@ -50,23 +60,29 @@ pub(super) struct Codel {
     pub(super) drops: u64,
 }
 
-/// RFC 8289 §5.5: the next drop comes `INTERVAL / √count` after `t`.
-fn control_law(t: Instant, count: u32) -> Instant {
-    t + INTERVAL.div_f64(f64::from(count.max(1)).sqrt())
+/// RFC 8289 §5.5: the next drop comes `interval / √count` after `t`.
+fn control_law(t: Instant, count: u32, interval: Duration) -> Instant {
+    t + interval.div_f64(f64::from(count.max(1)).sqrt())
 }
 
 impl Codel {
     /// Whether to refuse a data segment arriving at `now`, with `standing` the standing
-    /// queue it would wait in.
-    pub(super) fn should_drop(&mut self, now: Instant, standing: Duration) -> bool {
-        if standing < TARGET {
+    /// queue it would wait in, under CoDel's `target` and `interval`.
+    pub(super) fn should_drop(
+        &mut self,
+        now: Instant,
+        standing: Duration,
+        target: Duration,
+        interval: Duration,
+    ) -> bool {
+        if standing < target {
             self.first_above = None;
             self.dropping = false;
             return false;
         }
         let ok_to_drop = match self.first_above {
             None => {
-                self.first_above = Some(now + INTERVAL);
+                self.first_above = Some(now + interval);
                 false
             }
             Some(t) => now >= t,
@@ -76,16 +92,16 @@ impl Codel {
                 return false;
             }
             self.count = self.count.saturating_add(1);
-            self.drop_next = control_law(self.drop_next, self.count);
+            self.drop_next = control_law(self.drop_next, self.count, interval);
             true
         } else if ok_to_drop {
             self.dropping = true;
             // Dropping again soon after the last episode: resume near its rate (§5.4).
             let delta = self.count.saturating_sub(self.last_count);
-            let recent = now.saturating_duration_since(self.drop_next) < INTERVAL * 16;
+            let recent = now.saturating_duration_since(self.drop_next) < interval * 16;
             self.count = if delta > 1 && recent { delta } else { 1 };
             self.last_count = self.count;
-            self.drop_next = control_law(now, self.count);
+            self.drop_next = control_law(now, self.count, interval);
             true
         } else {
             false
@@ -99,26 +115,35 @@ impl Codel {
 
 impl Session {
     /// The standing queue a packet of `wire_bytes` arriving at `now` would wait in: the
-    /// smallest queue estimate among the usable paths (the live ones if none is usable)
-    /// plus the send queue's backlog drained over them.
+    /// least, over the usable paths (the live ones if none is usable), of the wait the
+    /// delay-based scheduler predicts on the path, its queue estimate and, for a path at
+    /// the scheduler's cap ([`crate::sched::delay::QUEUE_CAP`]), the send queue's backlog
+    /// drained over the paths at the cap (it waits for them).
     fn standing_queue(&self, now: Instant, wire_bytes: usize) -> Duration {
         let usable = self.paths.iter().any(crate::path::Path::is_usable);
-        let mut least = None::<Duration>;
-        let mut bps = 0u64;
-        for p in self
-            .paths
-            .iter()
-            .filter(|p| if usable { p.is_usable() } else { p.is_live() })
-        {
-            let q = p.queue_delay(now);
-            least = Some(least.map_or(q, |l| l.min(q)));
-            bps = bps.saturating_add(p.capacity_bps());
-        }
-        let Some(least) = least else {
-            return Duration::ZERO;
+        let candidates = || {
+            self.paths
+                .iter()
+                .filter(move |p| if usable { p.is_usable() } else { p.is_live() })
         };
+        let cap = crate::sched::delay::QUEUE_CAP;
+        let capped_bps: u64 = candidates()
+            .filter(|p| p.queue_delay(now) >= cap)
+            .map(crate::path::Path::capacity_bps)
+            .sum();
         let bits = (self.send_queue.len() as u64).saturating_mul(wire_bytes as u64 * 8);
-        least + Duration::from_secs_f64(bits as f64 / bps.max(1) as f64)
+        let backlog = Duration::from_secs_f64(bits as f64 / capped_bps.max(1) as f64);
+        candidates()
+            .map(|p| {
+                let q = p.queue_delay(now);
+                if q >= cap {
+                    q + backlog
+                } else {
+                    q
+                }
+            })
+            .min()
+            .unwrap_or(Duration::ZERO)
     }
 
     /// Whether the active queue management refuses the inner packet `packet` arriving at
@@ -151,7 +176,23 @@ impl Session {
         let wire_bytes =
             HEADER_LEN + 4 + DATA_FIXED_LEN + packet.len() + self.config.datagram_overhead;
         let standing = self.standing_queue(now, wire_bytes);
-        self.aqm.should_drop(now, standing)
+        let interval = self
+            .paths
+            .iter()
+            .filter(|p| p.is_usable())
+            .filter_map(|p| p.rtt().min())
+            .fold(INTERVAL, Duration::max);
+        let slowest_packet = self
+            .paths
+            .iter()
+            .filter(|p| p.is_usable())
+            .map(|p| p.transmission_time(1500))
+            .max()
+            .unwrap_or(Duration::ZERO);
+        let target = TARGET
+            .max(interval / 10)
+            .max(slowest_packet * TARGET_PACKETS);
+        self.aqm.should_drop(now, standing, target, interval)
     }
 }
 
@@ -165,22 +206,22 @@ mod tests {
         let ms = Instant::from_millis;
         let high = Duration::from_millis(50);
         // Below the target: never.
-        assert!(!c.should_drop(ms(0), Duration::from_millis(19)));
+        assert!(!c.should_drop(ms(0), Duration::from_millis(19), TARGET, INTERVAL));
         // Above it, but for less than an interval.
-        assert!(!c.should_drop(ms(10), high));
-        assert!(!c.should_drop(ms(109), high));
+        assert!(!c.should_drop(ms(10), high, TARGET, INTERVAL));
+        assert!(!c.should_drop(ms(109), high, TARGET, INTERVAL));
         // A full interval above: the first drop, then one 100 ms later, then 100/√2.
-        assert!(c.should_drop(ms(110), high));
-        assert!(!c.should_drop(ms(150), high));
-        assert!(c.should_drop(ms(210), high));
-        assert!(!c.should_drop(ms(280), high));
-        assert!(c.should_drop(ms(281), high));
+        assert!(c.should_drop(ms(110), high, TARGET, INTERVAL));
+        assert!(!c.should_drop(ms(150), high, TARGET, INTERVAL));
+        assert!(c.should_drop(ms(210), high, TARGET, INTERVAL));
+        assert!(!c.should_drop(ms(280), high, TARGET, INTERVAL));
+        assert!(c.should_drop(ms(281), high, TARGET, INTERVAL));
         assert_eq!(c.drops, 3);
         // Back under the target: dropping stops at once, and starts over only after
         // another interval above.
-        assert!(!c.should_drop(ms(300), Duration::from_millis(5)));
-        assert!(!c.should_drop(ms(310), high));
-        assert!(!c.should_drop(ms(400), high));
-        assert!(c.should_drop(ms(410), high));
+        assert!(!c.should_drop(ms(300), Duration::from_millis(5), TARGET, INTERVAL));
+        assert!(!c.should_drop(ms(310), high, TARGET, INTERVAL));
+        assert!(!c.should_drop(ms(400), high, TARGET, INTERVAL));
+        assert!(c.should_drop(ms(410), high, TARGET, INTERVAL));
     }
 }
