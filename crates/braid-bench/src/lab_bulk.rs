@@ -46,6 +46,7 @@ fn braid_settings() -> BraidSettings {
     BraidSettings {
         scheduler: BRAID_SCHEDULER.into(),
         loss_recovery: BRAID_RECOVERY,
+        aqm: None,
     }
 }
 

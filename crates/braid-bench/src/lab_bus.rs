@@ -160,6 +160,7 @@ impl Bench for LabBus {
                         loss_recovery: LossRecoveryKind::from_name(recovery).ok_or_else(|| {
                             BenchError::Other(format!("no loss recovery {recovery}"))
                         })?,
+                        aqm: None,
                     };
                     let _tunnel = BraidTunnel::start_with(&lab, &settings)?;
                     let system = System::Braid((*scheduler).into());

@@ -79,6 +79,7 @@ pub fn run(opts: &mut Options<'_>, live: &mut dyn FnMut(&str)) -> Result<BenchRe
     let braid = BraidSettings {
         scheduler: crate::kebab(&sc.engine.scheduler),
         loss_recovery: sc.engine.loss_recovery,
+        aqm: None,
     };
     let braid_label = format!("braid ({})", braid.label());
 

@@ -4,7 +4,7 @@
 //! braid's recovery time.
 
 use braid_lab::accuracy::TCP_PAYLOAD;
-use braid_lab::braid_daemon::BraidTunnel;
+use braid_lab::braid_daemon::{BraidSettings, BraidTunnel};
 use braid_lab::experiment::{self, Failover, RECOVERY_HOLD_MS, RECOVERY_WINDOW_MS};
 use braid_lab::support::Need;
 use braid_lab::{Lab, System};
@@ -109,10 +109,17 @@ impl Bench for LabFailover {
                 systems.insert("braid".into(), json!({ "unavailable": why }));
             }
             None => {
+                // The send queue's CoDel on (an engine option, off by default): without it
+                // the inner TCP fills the survivor's queues, and every loss after the
+                // failover holds delivery for a round trip of 300-700 ms (docs/lab.md).
                 let scheduler = "delay-based";
-                let _tunnel = BraidTunnel::start(&lab, scheduler)?;
+                let settings = BraidSettings {
+                    aqm: Some(true),
+                    ..BraidSettings::scheduler(scheduler)
+                };
+                let _tunnel = BraidTunnel::start_with(&lab, &settings)?;
                 let r = run(&mut lab, &System::Braid(scheduler.into()))?;
-                let label = format!("braid ({scheduler})");
+                let label = format!("braid ({scheduler}, aqm)");
                 table.row(row(&label, &r));
                 headline = r.recovery_ms.unwrap_or(f64::INFINITY);
                 reset = r.bulk_reset || r.web.resets > 0;

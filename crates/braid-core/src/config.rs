@@ -504,6 +504,11 @@ pub struct Config {
     /// Set aside paths that lose far more than the best one (see
     /// [`crate::sched::guard`]).
     pub loss_guard: bool,
+    /// Active queue management of the send queue: CoDel on the bond's standing queue
+    /// (see `session/aqm.rs`). Off by default: it shortens the inner TCP's queues and
+    /// recovery after a path failure, but costs a single long-RTT flow throughput
+    /// (osctp-fig9, b-400: 0.90 -> 0.70 of capacity).
+    pub aqm: bool,
     /// Keep the predicted delivery time of each data packet sent (a bounded log, for
     /// measuring the delay estimator's accuracy; PluriBus Fig 17).
     pub record_predictions: bool,
@@ -551,6 +556,7 @@ impl Default for Config {
             record_predictions: false,
             loss_guard: true,
             flow_order: false,
+            aqm: false,
         }
     }
 }

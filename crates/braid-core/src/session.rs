@@ -15,6 +15,7 @@ use crate::reorder::{Insert, Resequencer};
 use crate::sched::Scheduler;
 use crate::{Config, Event, Instant, PathConfig, PathId, Role, SessionStats};
 
+mod aqm;
 mod failover;
 mod schedule;
 
@@ -94,6 +95,8 @@ pub struct Session {
     send_queue: VecDeque<(u32, Vec<u8>)>,
     /// Data packets sent, kept for resending when their path fails.
     failover: failover::ResendRing,
+    /// Active queue management of the send queue.
+    aqm: aqm::Codel,
     pool: Vec<Vec<u8>>,
     next_data_seq: u32,
     reseq: Resequencer,
@@ -165,6 +168,7 @@ impl Session {
             index,
             pool: Vec::new(),
             failover: failover::ResendRing::default(),
+            aqm: aqm::Codel::default(),
             next_data_seq: 0,
             highest_rx_data: None,
             newest_rx_sent: None,
@@ -232,6 +236,10 @@ impl Session {
         }
         if self.send_queue.len() >= self.config.send_queue_limit || self.scheduling.backlog_full {
             self.stats.send_queue_drops += 1;
+            return Err(SendError::QueueFull(self.send_queue.len()));
+        }
+        if self.aqm_refuses(now, packet) {
+            self.stats.aqm_drops += 1;
             return Err(SendError::QueueFull(self.send_queue.len()));
         }
         let mut buf = self.pool.pop().unwrap_or_default();
@@ -707,9 +715,15 @@ impl Session {
         self.recovery.handle_timeout(now);
         for i in 0..self.paths.len() {
             let timeout = self.silence_timeout(i);
+            let stalled = self.paths[i].liveness().is_stalled();
             if self.paths[i].check_liveness(now, self.created, timeout) {
                 let id = self.paths[i].id();
                 self.push_event(Event::PathDown(id));
+                // Silence can tell first (short queues leave the stalled-ack rule little
+                // lead): what was in flight on the path is resent all the same.
+                if !stalled {
+                    self.resend_in_flight(i);
+                }
             }
         }
     }

@@ -79,6 +79,9 @@ pub struct SessionStats {
     /// Data packets put back in the send queue because the path they went on failed
     /// before the peer acknowledged them (see `session/failover.rs`).
     pub failover_resent: u64,
+    /// Inner TCP data segments refused by the send queue's active queue management
+    /// (`session/aqm.rs`).
+    pub aqm_drops: u64,
     /// Data packets outstanding on a failed path and not resent, because a later segment
     /// of the same inner TCP flow went on a live path (its own retransmission recovers
     /// them, see `session/failover.rs`).

@@ -76,6 +76,8 @@ pub struct BraidSettings {
     pub scheduler: String,
     /// The loss-recovery method, with its parameters.
     pub loss_recovery: LossRecoveryKind,
+    /// The engine's `aqm` setting (the send queue's CoDel; `None`: the default).
+    pub aqm: Option<bool>,
 }
 
 impl BraidSettings {
@@ -84,6 +86,7 @@ impl BraidSettings {
         BraidSettings {
             scheduler: s.to_owned(),
             loss_recovery: LossRecoveryKind::None,
+            aqm: None,
         }
     }
 
@@ -100,8 +103,11 @@ impl BraidSettings {
     pub fn engine_section(&self, socket: &Path) -> String {
         let recovery = toml::Value::try_from(self.loss_recovery)
             .map_or_else(|_| "\"none\"".to_owned(), |v| v.to_string());
+        let aqm = self
+            .aqm
+            .map_or_else(String::new, |a| format!("aqm = {a}\n"));
         format!(
-            "[engine]\nscheduler = \"{}\"\nloss_recovery = {recovery}\n\n[control]\nsocket = \"{}\"\n",
+            "[engine]\nscheduler = \"{}\"\nloss_recovery = {recovery}\n{aqm}\n[control]\nsocket = \"{}\"\n",
             self.scheduler,
             socket.display()
         )
@@ -331,6 +337,7 @@ mod tests {
         struct Engine {
             scheduler: SchedulerKind,
             loss_recovery: LossRecoveryKind,
+            aqm: Option<bool>,
         }
         let retransmit = LossRecoveryKind::Retransmit(RetransmitParams {
             nack_delay_ms: 60.0,
@@ -344,15 +351,18 @@ mod tests {
             let s = BraidSettings {
                 scheduler: "delay-based".into(),
                 loss_recovery: kind,
+                aqm: Some(true),
             };
             let text = s.engine_section(Path::new("/tmp/x"));
             let f: File = toml::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(f.engine.scheduler, SchedulerKind::DelayBased);
             assert_eq!(f.engine.loss_recovery, kind, "{text}");
+            assert_eq!(f.engine.aqm, Some(true), "{text}");
         }
         let s = BraidSettings {
             scheduler: "delay-based".into(),
             loss_recovery: retransmit,
+            aqm: None,
         };
         assert_eq!(s.label(), "delay-based + retransmit");
         assert_eq!(BraidSettings::scheduler("lazy").label(), "lazy");

@@ -71,6 +71,7 @@ pub fn run(sc: &Scenario, systems: &[System]) -> Result<Vec<SystemRun>, LabError
                 &BraidSettings {
                     scheduler: s.clone(),
                     loss_recovery: sc.engine.loss_recovery,
+                    aqm: sc.engine.aqm,
                 },
             )?),
             System::Mptcp { .. } => {

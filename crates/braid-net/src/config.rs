@@ -63,6 +63,8 @@ pub struct EngineSection {
     #[serde(rename = "class", default)]
     pub classes: Vec<ClassConfig>,
     pub loss_guard: Option<bool>,
+    /// Active queue management of the send queue (default false).
+    pub aqm: Option<bool>,
     pub report_interval_ms: Option<f64>,
     pub heartbeat_interval_ms: Option<f64>,
     pub path_timeout_ms: Option<f64>,
@@ -633,6 +635,9 @@ pub fn engine_config(e: &EngineSection, mtu: u16, session_id: u32) -> Config {
     let ms = |v: f64| Duration::from_secs_f64(v / 1e3);
     if let Some(g) = e.loss_guard {
         c.loss_guard = g;
+    }
+    if let Some(a) = e.aqm {
+        c.aqm = a;
     }
     if let Some(v) = e.hole_timeout_ms {
         c.hole_timeout = ms(v);

@@ -96,6 +96,8 @@ pub struct EngineSection {
     pub loss_guard: Option<bool>,
     /// Resequence each inner flow on its own instead of the whole session (default false).
     pub flow_order: Option<bool>,
+    /// Active queue management of the send queue (default false; `session/aqm.rs`).
+    pub aqm: Option<bool>,
     /// Log each data packet's predicted and actual delivery (for analyses of the delay
     /// estimator; costs memory on long runs).
     #[serde(default)]
@@ -276,6 +278,9 @@ impl Scenario {
         }
         if let Some(f) = self.engine.flow_order {
             c.flow_order = f;
+        }
+        if let Some(a) = self.engine.aqm {
+            c.aqm = a;
         }
         if let Some(v) = self.engine.hole_timeout_ms {
             c.hole_timeout = ms(v);

@@ -232,6 +232,19 @@ impl FlowTable {
         })
     }
 
+    /// Without recording anything: packets the flow of `info` has sent so far, and whether
+    /// `info` starts below data the flow already sent (an inner retransmission). `None`
+    /// for a flow not tracked.
+    pub fn peek(&self, info: &PacketInfo) -> Option<(u32, bool)> {
+        let e = self.map.get(&info.key)?;
+        let retransmission = info.tcp.is_some_and(|t| {
+            t.payload_len > 0
+                && e.snd_max
+                    .is_some_and(|max| (t.seq.wrapping_sub(max) as i32) < 0)
+        });
+        Some((e.packets, retransmission))
+    }
+
     /// Pins a flow to a path (a flow-level policy's decision).
     pub fn pin(&mut self, key: &FlowKey, path: PathId) {
         if let Some(e) = self.map.get_mut(key) {

@@ -176,7 +176,7 @@ impl Session {
     /// Puts the packets sent on path position `pi` that its peer has not acknowledged, and
     /// that the inner transport will not recover by itself (see the module's text), back
     /// at the front of the send queue, oldest first.
-    fn resend_in_flight(&mut self, pi: usize) {
+    pub(super) fn resend_in_flight(&mut self, pi: usize) {
         let highest = self.paths[pi].peer_highest_seq();
         let paths = &self.paths;
         let ring = &mut self.failover;
