@@ -403,7 +403,7 @@ impl Bench for Fig10 {
             table,
         );
         r.notes = pooled_notes(opts);
-        r.notes.push("evolution: braid's (the sampled estimate of docs/coding.md); evolution §4.1: PluriBus §4.1's single fraction r; both with the immediate decoder. The last three columns are Evolution's variants, not counted in the headline".into());
+        r.notes.push("evolution: braid's (the sampled estimate of docs/architecture.md); evolution §4.1: PluriBus §4.1's single fraction r; both with the immediate decoder. The last three columns are Evolution's variants, not counted in the headline".into());
         Ok(r)
     }
 }
