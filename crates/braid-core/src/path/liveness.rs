@@ -124,6 +124,42 @@ impl TxLiveness {
     }
 }
 
+/// What another live path whose RTT has not been measured yet counts for in the clock
+/// condition (RFC 6298 §2.1's initial retransmission timeout, which oSCTP's path timer
+/// starts from).
+///
+/// Path acks rotate over the return paths, so before another path's first RTT sample
+/// nothing bounds how late the evidence for this path, riding on that one, may come back.
+/// Counting such a path as nothing (as braid first did) let the clock condition fall to
+/// the fast path's RTT alone: in never-worse's "fast + slow lossy" (5 ms beside a lossy
+/// 400 ms path, whose RTT the gateway had not measured 1.2 s into the run) the gateway
+/// declared the clean 5 ms path stalled, its path acks being late on the 400 ms return
+/// path, and the inner TCP's ACKs went over the lossy path into a retransmission timeout.
+/// Once every live path is measured this bound is gone and detection is as fast as
+/// before.
+///
+/// The path under judgement itself, while unmeasured, still counts for nothing: before its
+/// first RTT sample it has delivered nothing the sender knows of, and a slow path declared
+/// stalled at start-up is revived by its first acknowledged probe with its queue estimate
+/// reset. (never-worse's "fibre + satellite" depends on that reset: counting the satellite
+/// path's own unmeasured RTT too kept it from stalling, its start-up queue estimate stayed
+/// inflated, and braid fell from 31.3 to 17.8 Mbit/s, below the fibre's 19.4.)
+pub const UNMEASURED_RTT: Duration = Duration::from_secs(1);
+
+/// The clock condition's RTT for a path whose smoothed RTT is `own`, beside other live
+/// paths with `others`: the largest of them, another path not measured yet counting as
+/// [`UNMEASURED_RTT`] and the path itself, unmeasured, as nothing.
+pub fn slowest_rtt(
+    own: Option<Duration>,
+    others: impl Iterator<Item = Option<Duration>>,
+) -> Duration {
+    others
+        .map(|s| s.unwrap_or(UNMEASURED_RTT))
+        .chain(own)
+        .max()
+        .unwrap_or(Duration::ZERO)
+}
+
 /// The grace of a path whose minimum RTT is `min_rtt` (unknown: the floor).
 pub fn grace(min_rtt: Option<Duration>) -> Duration {
     min_rtt.map_or(STALL_FLOOR, |r| (r * STALL_RTTS).max(STALL_FLOOR))
@@ -153,6 +189,33 @@ mod tests {
         assert!(is_overdue(1_000_000, Some(1_080_001), g));
         // No other path delivers: never overdue.
         assert!(!is_overdue(1_000_000, None, g));
+    }
+
+    /// never-worse's "fast + slow lossy" at start-up, as the gateway saw it 1.2 s into the
+    /// run: the 5 ms path (smoothed RTT 41 ms under the download's queue, grace 60 ms) had
+    /// its oldest datagram outstanding for 103 ms, its path acks coming back late on the
+    /// 400 ms path, whose RTT was not measured yet. Taking the largest *measured* RTT, 41 ms,
+    /// declared the clean path stalled (103 > 41 + 60); the unmeasured path now counts as
+    /// [`UNMEASURED_RTT`].
+    #[test]
+    fn an_unmeasured_path_keeps_the_clock_condition_from_a_clean_path() {
+        let ms = Duration::from_millis;
+        let grace = grace(Some(ms(10)));
+        let outstanding = ms(103);
+        let measured_only = [Some(ms(41))].into_iter().flatten().max().unwrap();
+        assert!(outstanding > measured_only + grace, "the false stall");
+        let bound = slowest_rtt(Some(ms(41)), [None].into_iter());
+        assert_eq!(bound, UNMEASURED_RTT);
+        assert!(outstanding <= bound + grace);
+        // Once measured, the slow path's own RTT is the bound.
+        assert_eq!(
+            slowest_rtt(Some(ms(41)), [Some(ms(810))].into_iter()),
+            ms(810)
+        );
+        // A path not measured itself counts for nothing beside measured ones (the rule for
+        // a slow path at start-up, and for a blackhole, is unchanged).
+        assert_eq!(slowest_rtt(None, [Some(ms(10))].into_iter()), ms(10));
+        assert_eq!(slowest_rtt(None, std::iter::empty()), Duration::ZERO);
     }
 
     #[test]

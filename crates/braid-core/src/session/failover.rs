@@ -154,13 +154,16 @@ impl Session {
             // unacknowledged for the largest smoothed RTT among the live paths plus the
             // grace. Without this a clean 10 ms path beside a lossy 400 ms one was declared
             // stalled over a hundred times in two minutes (never-worse, three mixed).
-            let slowest_rtt = self
-                .paths
-                .iter()
-                .filter(|o| o.is_live())
-                .filter_map(|o| o.srtt())
-                .max()
-                .unwrap_or(grace);
+            // Another live path whose RTT is not measured yet counts as
+            // [`UNMEASURED_RTT`](crate::path::liveness::UNMEASURED_RTT), not as nothing.
+            let slowest_rtt = crate::path::liveness::slowest_rtt(
+                path.srtt(),
+                self.paths
+                    .iter()
+                    .enumerate()
+                    .filter(|&(q, o)| q != p && o.is_live())
+                    .map(|(_, o)| o.srtt()),
+            );
             let late_by_own_clock = path
                 .oldest_unacked_sent()
                 .is_some_and(|sent| now.saturating_duration_since(sent) > slowest_rtt + grace);
