@@ -167,9 +167,11 @@ impl BraidTunnel {
         );
         for (k, p) in lab.paths().iter().enumerate() {
             let rate = lab.uplink_mbps(k).max(0.1);
+            let down = lab.downlink_mbps(k).max(0.1);
             let _ = write!(
                 gateway_cfg,
-                "[[uplink]]\nname = \"{}\"\nsource = \"{}\"\ncapacity_mbps = {rate}\n\n",
+                "[[uplink]]\nname = \"{}\"\nsource = \"{}\"\ncapacity_mbps = {rate}\n\
+                 down_capacity_mbps = {down}\n\n",
                 p.name,
                 gateway_path_addr(k)
             );

@@ -88,6 +88,7 @@ pub struct Lab {
     mptcp: Option<String>,
     mptcp_primary: usize,
     uplink_mbps: Vec<f64>,
+    downlink_mbps: Vec<f64>,
 }
 
 impl Lab {
@@ -125,10 +126,13 @@ impl Lab {
             mptcp: None,
             mptcp_primary: 0,
             uplink_mbps: Vec::new(),
+            downlink_mbps: Vec::new(),
         };
         for p in paths {
             let bps = p.up.mean_rate_bps(&mut lab.traces).unwrap_or(0.0);
             lab.uplink_mbps.push(bps / 1e6);
+            let bps = p.down.mean_rate_bps(&mut lab.traces).unwrap_or(0.0);
+            lab.downlink_mbps.push(bps / 1e6);
         }
         lab.wire()?;
         lab.mptcp_primary = lab.best_path();
@@ -367,6 +371,11 @@ impl Lab {
     /// trace's mean rate.
     pub fn uplink_mbps(&self, k: usize) -> f64 {
         self.uplink_mbps.get(k).copied().unwrap_or(0.0)
+    }
+
+    /// Mean capacity of path `k`'s downlink (server → gateway), Mbit/s.
+    pub fn downlink_mbps(&self, k: usize) -> f64 {
+        self.downlink_mbps.get(k).copied().unwrap_or(0.0)
     }
 
     /// The path of highest mean downlink capacity (the first of equals).

@@ -112,6 +112,11 @@ pub struct Uplink {
     pub binding: Binding,
     /// Expected upstream capacity until measured, bit/s.
     pub capacity_bps: u64,
+    /// Expected downstream capacity until measured, bit/s: what the gateway reports to the
+    /// server as the path's capacity before it has measured one. `None`: the upstream
+    /// capacity stands in (cellular downlinks are often several times faster, and the
+    /// server then sees a queue that is not there and moves short flows off the fast path).
+    pub down_capacity_bps: Option<u64>,
     /// Its bytes cost money: status shows them, and the engine is told.
     pub metered: bool,
 }
@@ -211,6 +216,7 @@ struct UplinkSection {
     source: Option<IpAddr>,
     #[serde(default = "default_capacity")]
     capacity_mbps: f64,
+    down_capacity_mbps: Option<f64>,
     #[serde(default)]
     metered: bool,
 }
@@ -384,10 +390,18 @@ impl GatewayConfig {
                     u.capacity_mbps
                 )));
             }
+            if let Some(d) = u.down_capacity_mbps {
+                if !(d.is_finite() && d > 0.0 && d <= 1e6) {
+                    return Err(err(format!(
+                        "uplink '{name}': down_capacity_mbps = {d}: expected a number of Mbit/s above 0"
+                    )));
+                }
+            }
             uplinks.push(Uplink {
                 name,
                 binding,
                 capacity_bps: (u.capacity_mbps * 1e6) as u64,
+                down_capacity_bps: u.down_capacity_mbps.map(|d| (d * 1e6) as u64),
                 metered: u.metered,
             });
         }

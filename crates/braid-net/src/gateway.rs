@@ -758,7 +758,7 @@ fn new_session(
         .map(|(i, u)| PathConfig {
             id: i as PathId,
             tx_capacity_bps: u.capacity_bps,
-            rx_capacity_bps: u.capacity_bps,
+            rx_capacity_bps: u.down_capacity_bps.unwrap_or(u.capacity_bps),
         })
         .collect();
     let mut c = config::engine_config(&cfg.engine, mtu, session_id);

@@ -38,6 +38,30 @@ pub const MAX_WINDOW: usize = 1024;
 /// one, and an estimate a fraction of a percent fast (rounding, a capacity estimate a
 /// little high) would grow a real queue without bound. The headroom drains errors up to 5%.
 pub const CODED_HEADROOM: f64 = 0.05;
+/// Coverage at which W is left alone: no coded packet once every packet of W is in at
+/// least [`coverage_cap`] coded packets. A deviation from PluriBus §3.2, which codes for as
+/// long as data arrived within the last round trip: a short flow's lone packet (a SYN-ACK,
+/// a request) would otherwise go out as dozens of identical copies, one each time a queue
+/// estimate drains, and each copy still in a real bottleneck when the flow's next data
+/// packet arrives delays it by up to a packet's transmission time.
+/// `braid demo --sim --quick`, braid's median FCT, seeds 1/2/3: 183/180/185 ms without the
+/// cap, 175/174/170 with it (p95 1285 -> 638 ms at seed 1); `braid bench pluribus-fig8
+/// --quick` MinConnPath / PluriBus 2.03/1.85/2.11 -> 2.12/1.90/2.14.
+pub const COVERAGE_MISS: f64 = 1e-5;
+/// Most coded packets any packet of W is put in (bounds the cap at high loss).
+pub const MAX_COVERAGE: u32 = 8;
+
+/// Coded packets per packet of W after which more add little: the fewest `k` for which all
+/// `k` coded packets are lost with probability under [`COVERAGE_MISS`] at loss `p`.
+pub fn coverage_cap(p: f64) -> u32 {
+    let mut k = 1;
+    let mut miss = p.clamp(0.0, 1.0);
+    while miss > COVERAGE_MISS && k < MAX_COVERAGE {
+        miss *= p;
+        k += 1;
+    }
+    k
+}
 /// Bytes a coded datagram carries besides its payload and bitmap, for the headroom: the
 /// braid header with ack, the coded fields, and the IPv4 and UDP headers.
 const CODED_DATAGRAM_EXTRA: usize = 20 + 7 + 28;
@@ -256,6 +280,8 @@ pub struct Opportunistic<D: Degree> {
     stats: LossRecoveryStats,
     /// Per path id: no coded packet before this instant (see [`CODED_HEADROOM`]).
     rest_until: Box<[Instant; 256]>,
+    /// Whether W's coverage caps coding (see [`COVERAGE_MISS`]); off only in tests.
+    capped: bool,
 }
 
 /// Evolution codes sent opportunistically (PluriBus §4.1).
@@ -312,6 +338,7 @@ impl<D: Degree> Opportunistic<D> {
             decoder: XorDecoder::new(decoder),
             stats: LossRecoveryStats::default(),
             rest_until: Box::new([Instant::ZERO; 256]),
+            capped: true,
         }
     }
 
@@ -320,9 +347,11 @@ impl<D: Degree> Opportunistic<D> {
         &self.degree
     }
 
-    /// Forgets the per-path rest after coded packets (tests that poll many at one instant).
+    /// Forgets the per-path rest after coded packets and lifts the coverage cap (tests that
+    /// poll many at one instant).
     #[cfg(test)]
     pub(crate) fn unrest(&mut self) {
+        self.capped = false;
         self.rest_until.fill(Instant::ZERO);
     }
 
@@ -333,8 +362,23 @@ impl<D: Degree> Opportunistic<D> {
 
     /// Whether coding is wanted at `now`: W is not empty and new data arrived within the
     /// last round trip.
-    fn wanted(&self, now: Instant) -> bool {
-        !self.window.is_empty() && self.fresh_until.is_some_and(|t| now < t)
+    fn wanted(&self, now: Instant, paths: &[Path]) -> bool {
+        !self.window.is_empty() && self.fresh_until.is_some_and(|t| now < t) && !self.covered(paths)
+    }
+
+    /// Whether every packet of W is already in enough coded packets for the worst usable
+    /// path's loss (see [`COVERAGE_MISS`]).
+    fn covered(&self, paths: &[Path]) -> bool {
+        if !self.capped {
+            return false;
+        }
+        let p = paths
+            .iter()
+            .filter(|p| p.is_usable())
+            .map(Path::loss_rate)
+            .fold(0.0, f64::max);
+        let cap = coverage_cap(p);
+        (0..self.window.len()).all(|i| self.window.coverage(i) >= cap)
     }
 
     /// Whether `p` may carry a coded packet now: usable, queue estimated empty, rested.
@@ -368,7 +412,7 @@ impl<D: Degree> LossRecovery for Opportunistic<D> {
 
     fn poll_repair(&mut self, now: Instant, paths: &[Path]) -> Option<Repair<'_>> {
         self.window.expire(now);
-        if !self.wanted(now) {
+        if !self.wanted(now, paths) {
             return None;
         }
         let path = paths.iter().find(|p| self.open(now, p))?;
@@ -447,7 +491,7 @@ impl<D: Degree> LossRecovery for Opportunistic<D> {
     }
 
     fn poll_timeout(&self, now: Instant, paths: &[Path]) -> Option<Instant> {
-        if !self.wanted(now) {
+        if !self.wanted(now, paths) {
             return None;
         }
         let until = self.fresh_until?;

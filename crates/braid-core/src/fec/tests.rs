@@ -220,7 +220,9 @@ fn evolution_adds_no_delay_on_a_lossless_path() {
     let n = coded.bursts(10);
     assert_eq!(plain.bursts(10), n);
     let (gw, _) = coded.stats();
-    assert!(gw.loss_recovery.coded_sent > 500, "{:?}", gw.loss_recovery);
+    // Without loss each packet of W is put in one coded packet (the coverage cap), so
+    // about a tenth as many coded as data packets go out, at degree about 9.
+    assert!(gw.loss_recovery.coded_sent > 150, "{:?}", gw.loss_recovery);
     assert_eq!(coded.delivered(), n as usize);
     assert_eq!(plain.delivered(), n as usize);
     // A coded packet in the bottleneck delays data by at most its own transmission time

@@ -89,6 +89,21 @@ fn uplink_mistakes() {
     assert!(e.contains("same interface"), "{e}");
     let e = gateway_err(&GATEWAY.replace("capacity_mbps = 20", "capacity_mbps = -3"));
     assert!(e.contains("capacity_mbps = -3"), "{e}");
+    let e = gateway_err(&GATEWAY.replace(
+        "capacity_mbps = 20",
+        "capacity_mbps = 20\ndown_capacity_mbps = 0",
+    ));
+    assert!(e.contains("down_capacity_mbps = 0"), "{e}");
+    let ok = GatewayConfig::parse(
+        "gw.toml",
+        &GATEWAY.replace(
+            "capacity_mbps = 20",
+            "capacity_mbps = 20\ndown_capacity_mbps = 60",
+        ),
+    )
+    .expect("valid");
+    assert_eq!(ok.uplinks[0].down_capacity_bps, None);
+    assert_eq!(ok.uplinks[1].down_capacity_bps, Some(60_000_000));
     let e = gateway_err(&GATEWAY.replace("interface = \"lo\"", "interface = \"a/b\""));
     assert!(e.contains("not a valid Linux interface name"), "{e}");
     let no_uplinks = GATEWAY.split("[[uplink]]").next().unwrap();

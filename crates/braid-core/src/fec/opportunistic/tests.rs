@@ -521,3 +521,37 @@ fn sampled_estimate_sizes_packets_by_loss_and_falls_back_to_r() {
     assert_eq!(m.len(), 9);
     close(e.stats().present_fraction, 1.0);
 }
+
+#[test]
+fn coverage_cap_follows_the_loss_rate() {
+    // The fewest k with p^k <= 1e-5, between 1 and 8.
+    assert_eq!(coverage_cap(0.0), 1);
+    assert_eq!(coverage_cap(0.005), 3);
+    assert_eq!(coverage_cap(0.05), 4);
+    assert_eq!(coverage_cap(0.09), 5);
+    assert_eq!(coverage_cap(0.5), MAX_COVERAGE);
+    assert_eq!(coverage_cap(1.0), MAX_COVERAGE);
+}
+
+#[test]
+fn a_lone_packet_is_coded_only_up_to_the_cap() {
+    // 10% loss: the cap is 5 coded packets per packet of W.
+    let mut a = path(0, 6553);
+    let mut e = Evolution::new(EvolutionParams::paper(), 3);
+    a.on_send(ms(0), 100, SentKind::Data);
+    e.on_data_sent(ms(0), 0, &a, &[7; 60]);
+    let mut sent = 0;
+    for t in (10..400).step_by(10) {
+        if let Some(rep) = e.poll_repair(ms(t), std::slice::from_ref(&a)) {
+            assert_eq!(members(&rep), vec![0]);
+            sent += 1;
+        }
+    }
+    assert_eq!(sent, coverage_cap(a.loss_rate()));
+    assert_eq!(sent, 5);
+    // Nothing more to wait for either, though the data is still new.
+    assert_eq!(e.poll_timeout(ms(400), std::slice::from_ref(&a)), None);
+    // A new packet opens coding again, for the packets not yet covered enough.
+    e.on_data_sent(ms(400), 1, &a, &[8; 60]);
+    assert!(e.poll_repair(ms(410), std::slice::from_ref(&a)).is_some());
+}
