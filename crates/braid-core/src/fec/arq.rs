@@ -45,6 +45,10 @@ const MAX_SENT: usize = 1024;
 const MAX_PENDING: usize = 1024;
 /// Missing packets tracked at most.
 const MAX_MISSING: usize = 1024;
+/// Per path: a path that delivered no data for this many fallbacks no longer holds gaps
+/// back. Short idle spells are common under delay-based striping (a slow path gets packets
+/// only while the fast one's queue is long), and a path that resumes must still count.
+const SILENT_FALLBACKS: u32 = 4;
 
 /// Receiver: what a path delivered of the data sequence.
 #[derive(Clone, Copy, Debug)]
@@ -59,6 +63,8 @@ struct PathRx {
 #[derive(Clone, Copy, Debug)]
 struct Missing {
     seq: u32,
+    /// When the gap opened.
+    seen: Instant,
     due: Instant,
     nacks: u32,
 }
@@ -68,9 +74,15 @@ pub struct Retransmit {
     nack_delay: Duration,
     max_nacks: u32,
     trigger: NackTrigger,
-    /// Per path: how long a path may deliver no data and still count, and how long a gap
-    /// may stay open before it is nacked anyway (the largest smoothed RTT).
+    /// Per path: how long a gap may stay open before it is nacked anyway: the largest
+    /// smoothed RTT, or 1.5 times the reordering measured if longer. A path counts until it
+    /// delivered no data for [`SILENT_FALLBACKS`] times this.
     fallback: Duration,
+    /// Per path: the longest recent time from a gap opening to its filling (reordering
+    /// between paths), decaying.
+    lag: Duration,
+    /// Per path: the data packet [`LossRecovery::on_data_path`] announced last (sent once).
+    fresh: Option<u32>,
     /// Per path: the paths that delivered data, and how far.
     rx_paths: Vec<PathRx>,
     /// Per path: every missing packet below this was passed by all paths carrying data.
@@ -91,6 +103,8 @@ impl Retransmit {
             max_nacks: p.max_nacks.max(1),
             trigger: p.trigger,
             fallback: DEFAULT_RTT,
+            lag: Duration::ZERO,
+            fresh: None,
             rx_paths: Vec::new(),
             passed: None,
             sent: Window::new(MAX_SENT),
@@ -112,6 +126,7 @@ impl Retransmit {
         if self.trigger != NackTrigger::PerPath {
             return;
         }
+        self.fresh = Some(seq);
         match self.rx_paths.iter_mut().find(|p| p.path == path) {
             Some(p) => {
                 if seq_le(p.highest, seq) {
@@ -134,7 +149,7 @@ impl Retransmit {
         for p in self
             .rx_paths
             .iter()
-            .filter(|p| p.last + self.fallback > now)
+            .filter(|p| p.last + self.fallback * SILENT_FALLBACKS > now)
         {
             floor = Some(match floor {
                 Some(f) if seq_le(f, p.highest) => f,
@@ -175,6 +190,18 @@ impl Retransmit {
         };
         if seq_le(seq, h) {
             if let Some(i) = self.missing.iter().position(|m| m.seq == seq) {
+                if self.fresh != Some(seq) {
+                    // A retransmission: its delay is the repair's, not reordering.
+                    self.missing.remove(i);
+                    self.confirm_passed(now);
+                    return;
+                }
+                let lag = now.saturating_duration_since(self.missing[i].seen);
+                self.lag = if lag >= self.lag {
+                    lag
+                } else {
+                    self.lag - self.lag / 64 + lag / 64
+                };
                 self.missing.remove(i);
             }
             // A slower path delivering may have passed gaps.
@@ -196,6 +223,7 @@ impl Retransmit {
             self.missing.push_back(Missing {
                 seq: h.wrapping_add(1 + k),
                 due,
+                seen: now,
                 nacks: 0,
             });
         }
@@ -241,7 +269,7 @@ impl LossRecovery for Retransmit {
 
     fn poll_repair(&mut self, now: Instant, paths: &[Path]) -> Option<Repair<'_>> {
         let path = fastest_path(now, paths)?.id();
-        self.fallback = round_trip(paths);
+        self.fallback = round_trip(paths).max(self.lag + self.lag / 2);
         self.confirm_passed(now);
         if let Some((first, len)) = self.build_nack(now, round_trip(paths)) {
             self.stats.nacks_sent += 1;
@@ -402,11 +430,11 @@ mod tests {
         let mut a = arq(NackTrigger::PerPath);
         arrive(&mut a, 0, 10, 2);
         arrive(&mut a, 0, 11, 1);
-        // Path 2 goes silent; path 1 goes on and skips 13.
-        arrive(&mut a, 250, 12, 1);
-        arrive(&mut a, 251, 14, 1);
-        assert!(nacked(&mut a, 255).is_empty());
-        assert_eq!(nacked(&mut a, 256), [13]);
+        // Path 2 goes silent for four fallbacks; path 1 goes on and skips 13.
+        arrive(&mut a, 800, 12, 1);
+        arrive(&mut a, 801, 14, 1);
+        assert!(nacked(&mut a, 805).is_empty());
+        assert_eq!(nacked(&mut a, 806), [13]);
 
         let mut a = arq(NackTrigger::PerPath);
         arrive(&mut a, 0, 10, 2);
@@ -417,6 +445,18 @@ mod tests {
         assert!(nacked(&mut a, 200).is_empty());
         // 200 ms after the gap opened it is nacked, path 2 or not.
         assert_eq!(nacked(&mut a, 201), [12]);
+
+        // The reordering measured: a gap filled by a path 90 ms later, not a retransmission
+        // 300 ms later.
+        let mut a = arq(NackTrigger::PerPath);
+        arrive(&mut a, 0, 0, 1);
+        arrive(&mut a, 10, 2, 1);
+        arrive(&mut a, 100, 1, 2);
+        assert_eq!(a.lag, Duration::from_millis(90));
+        arrive(&mut a, 110, 4, 1);
+        a.on_arrival(ms(410), 3);
+        assert_eq!(a.lag, Duration::from_millis(90));
+        assert!(a.missing().next().is_none());
     }
 
     /// On one path the per-path trigger is the fixed one: a gap is due `nack_delay` after
