@@ -171,9 +171,9 @@ pub enum NackTrigger {
     /// Loss is detected per path, like TCP's duplicate acks: each path delivers in the order
     /// it was sent, so a missing packet is lost once every path that carries data has
     /// delivered a later one (whichever path it was sent on has passed it), plus
-    /// `nack_delay_ms` of reordering allowance; a path that delivered no data for the
-    /// largest smoothed RTT does not count, and a gap still open after that RTT is nacked
-    /// anyway.
+    /// `nack_delay_ms` of reordering allowance; a gap still open after the largest
+    /// smoothed RTT (or 1.5 times the reordering measured) is nacked anyway, and a path
+    /// that delivered no data for four times that no longer counts.
     #[default]
     PerPath,
     /// A gap is nacked once it has lasted `nack_delay_ms`, whatever the paths did.

@@ -14,12 +14,14 @@
 //! delivers in the order it was sent (PluriBus §5's per-path sequence), so once every path
 //! that carries data has delivered a data packet later than a missing one, the path it was
 //! sent on has passed it and it is lost; `nack_delay` is then the reordering allowance. A
-//! path that delivered no data for the largest smoothed RTT does not count (it carries none
-//! now), and a gap still open after that RTT is nacked anyway (a path gone silent). The
-//! receiver does not know which path a missing packet was sent on; requiring all paths to
-//! have passed it costs, for a loss on a fast path, the paths' delay difference, which is
-//! what a fixed wait must cover too. The fixed wait stays selectable. The sender keeps its recently sent packets (bounded, and for a few
-//! RTTs) and sends nacked ones again as ordinary data, on the fastest path. Acks (the
+//! gap still open after the fallback (the largest smoothed RTT, or 1.5 times the reordering
+//! measured) is nacked anyway, and a path that delivered no data for four fallbacks no
+//! longer counts (it carries none now). The receiver does not know which path a missing
+//! packet was sent on; requiring all paths to have passed it costs, for a loss on a fast
+//! path, the paths' delay difference, which is what a fixed wait must cover too. The fixed
+//! wait stays selectable.
+//!
+//! The sender keeps its recently sent packets (bounded, and for a few RTTs) and sends nacked ones again as ordinary data, on the fastest path. Acks (the
 //! highest data sequence received) cannot drive it alone: they say nothing of holes below.
 
 use std::collections::VecDeque;
