@@ -3,7 +3,7 @@
 //! each path alone, in real kernels. Headline: braid's goodput over MPTCP's on the
 //! hardest case (four paths).
 
-use braid_core::{LossRecoveryKind, RetransmitParams};
+use braid_core::{LossRecoveryKind, NackTrigger, RetransmitParams};
 use braid_lab::accuracy::TCP_PAYLOAD;
 use braid_lab::braid_daemon::{BraidSettings, BraidTunnel};
 use braid_lab::experiment;
@@ -32,14 +32,15 @@ const BRAID_SCHEDULER: &str = "delay-based";
 /// (PluriBus §6.4.1's feedback baseline), so that the dsl path's 1% loss does not reach the
 /// inner TCP (without it Cubic halves its window for each loss and the bond stays near the
 /// lte path's rate). Coding would cost a fixed share of every path's capacity; a nack costs
-/// one retransmission per loss. The nack waits 60 ms rather than the default 5: delay-based
-/// striping over these paths (20-200 ms RTT) reorders packets by tens of ms, and with 5 ms
-/// the receiver nacked nearly every packet of the slower paths (measured in a 20 s run: 16,588
-/// retransmissions for some 300 losses, the links' queues overflowing with them; with 60 ms,
-/// 147 for 130).
+/// one retransmission per loss. The receiver detects loss per path (the default
+/// `NackTrigger::PerPath`): delay-based striping over these paths (20-200 ms RTT) reorders
+/// packets by tens of ms, and a fixed 5 ms wait nacked nearly every packet of the slower
+/// paths (measured in a 20 s run: 16,588 retransmissions for some 300 losses, the links'
+/// queues overflowing with them).
 const BRAID_RECOVERY: LossRecoveryKind = LossRecoveryKind::Retransmit(RetransmitParams {
-    nack_delay_ms: 60.0,
+    nack_delay_ms: 5.0,
     max_nacks: 3,
+    trigger: NackTrigger::PerPath,
 });
 
 fn braid_settings() -> BraidSettings {
@@ -197,7 +198,7 @@ impl Bench for LabBulk {
             "iperf3 download, Cubic, {duration} s after {omit} s left out; capacity = summed \
              rates x 1448/1500 (TCP payload per IP packet); the single paths run at once, \
              one per path; MPTCP's first subflow is on the path of highest capacity (lte); queues 250 ms; \
-             braid: {BRAID_SCHEDULER} + {BRAID_RECOVERY} (nacks after 60 ms)"
+             braid: {BRAID_SCHEDULER} + {BRAID_RECOVERY} (loss detected per path)"
         )];
         if let Some(why) = &braid_why {
             notes.push(format!(

@@ -152,11 +152,32 @@ pub struct ReedSolomonParams {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RetransmitParams {
-    /// How long a gap in the data sequence must persist before the receiver nacks it, so
-    /// that reordering between paths is not taken for loss.
+    /// With [`NackTrigger::FixedDelay`], how long a gap in the data sequence must persist
+    /// before the receiver nacks it, so that reordering between paths is not taken for loss;
+    /// with [`NackTrigger::PerPath`], the reordering allowance left once every path has
+    /// delivered a later packet.
     pub nack_delay_ms: f64,
     /// Nacks per missing packet at most (each after about one RTT without it).
     pub max_nacks: u32,
+    /// When the receiver takes a gap for a loss.
+    pub trigger: NackTrigger,
+}
+
+/// When the receiver of [`LossRecoveryKind::Retransmit`] takes a gap in the data sequence
+/// for a loss and nacks it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NackTrigger {
+    /// Loss is detected per path, like TCP's duplicate acks: each path delivers in the order
+    /// it was sent, so a missing packet is lost once every path that carries data has
+    /// delivered a later one (whichever path it was sent on has passed it), plus
+    /// `nack_delay_ms` of reordering allowance; a gap still open after the largest
+    /// smoothed RTT (or 1.5 times the reordering measured) is nacked anyway, and a path
+    /// that delivered no data for four times that no longer counts.
+    #[default]
+    PerPath,
+    /// A gap is nacked once it has lasted `nack_delay_ms`, whatever the paths did.
+    FixedDelay,
 }
 
 impl Default for EvolutionParams {
@@ -217,6 +238,7 @@ impl Default for RetransmitParams {
         RetransmitParams {
             nack_delay_ms: 5.0,
             max_nacks: 3,
+            trigger: NackTrigger::PerPath,
         }
     }
 }

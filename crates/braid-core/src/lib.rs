@@ -29,8 +29,8 @@ pub mod time;
 
 pub use config::{
     Config, ConfigError, EvolutionParams, HoleTimeoutMode, LossRecoveryKind, LtParams,
-    MemberChoice, PathConfig, PresenceEstimate, ReedSolomonParams, RetransmitParams, Role,
-    SchedulerKind, XorDecoder, XorParams,
+    MemberChoice, NackTrigger, PathConfig, PresenceEstimate, ReedSolomonParams, RetransmitParams,
+    Role, SchedulerKind, XorDecoder, XorParams,
 };
 pub use event::Event;
 pub use session::{HandleError, Prediction, SendError, Session, Transmit};

@@ -310,6 +310,9 @@ impl Session {
             Message::Data { seq, payload } => {
                 self.note_arrival(now, path, seq, payload);
                 let resent = self.is_resent(seq, d.header.timestamp);
+                if !resent {
+                    self.recovery.on_data_path(now, seq, path);
+                }
                 self.accept_data(now, seq, payload, d.header.unordered, resent);
             }
             m @ (Message::Coded(_) | Message::Parity(_) | Message::Nack(_)) => {

@@ -344,6 +344,7 @@ mod tests {
         let retransmit = LossRecoveryKind::Retransmit(RetransmitParams {
             nack_delay_ms: 60.0,
             max_nacks: 3,
+            ..RetransmitParams::default()
         });
         for kind in [
             LossRecoveryKind::None,

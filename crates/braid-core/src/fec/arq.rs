@@ -2,11 +2,26 @@
 //! lost packets based on receiver feedback"; §3.2 explains why it is slow: a loss costs
 //! about 1.5 inter-proxy RTTs to repair).
 //!
-//! Feedback: the receiver watches the data sequence. A gap that persists for `nack_delay`
-//! (reordering between paths is not loss) is reported in a Nack (docs/wire.md) on the
-//! fastest path; a packet still missing about one RTT after its nack is nacked again, up to
-//! `max_nacks` times. The sender keeps its recently sent packets (bounded, and for a few
-//! RTTs) and sends nacked ones again as ordinary data, on the fastest path. Acks (the
+//! Feedback: the receiver watches the data sequence. A gap is reported in a Nack
+//! (docs/wire.md) on the fastest path once it is taken for a loss; a packet still missing
+//! about one RTT after its nack is nacked again, up to `max_nacks` times.
+//!
+//! When a gap is a loss ([`NackTrigger`]). Striping reorders packets between paths by their
+//! delay difference (tens of ms), so a fixed wait either takes reordering for loss (5 ms:
+//! in the lab's 4-path lab-bulk, 16,588 retransmissions for some 300 losses) or delays every
+//! repair. By default (braid's addition; the paper does not say how its baseline detects
+//! loss) the receiver detects loss per path, as TCP does with duplicate acks: each path
+//! delivers in the order it was sent (PluriBus §5's per-path sequence), so once every path
+//! that carries data has delivered a data packet later than a missing one, the path it was
+//! sent on has passed it and it is lost; `nack_delay` is then the reordering allowance. A
+//! gap still open after the fallback (the largest smoothed RTT, or 1.5 times the reordering
+//! measured) is nacked anyway, and a path that delivered no data for four fallbacks no
+//! longer counts (it carries none now). The receiver does not know which path a missing
+//! packet was sent on; requiring all paths to have passed it costs, for a loss on a fast
+//! path, the paths' delay difference, which is what a fixed wait must cover too. The fixed
+//! wait stays selectable.
+//!
+//! The sender keeps its recently sent packets (bounded, and for a few RTTs) and sends nacked ones again as ordinary data, on the fastest path. Acks (the
 //! highest data sequence received) cannot drive it alone: they say nothing of holes below.
 
 use std::collections::VecDeque;
@@ -15,11 +30,16 @@ use std::time::Duration;
 use braid_wire::{Message, Nack, MAX_BITMAP_LEN};
 
 use super::window::{round_trip, seq_le, Window, DEFAULT_RTT};
+
+/// `a` before `b` in sequence order.
+fn seq_lt(a: u32, b: u32) -> bool {
+    a != b && seq_le(a, b)
+}
 use super::xor::BITMAP_REACH;
 use super::{fastest_path, LossRecovery, RecoveredSink, Repair, RepairBody};
 use crate::path::Path;
 use crate::stats::LossRecoveryStats;
-use crate::{Instant, RetransmitParams};
+use crate::{Instant, NackTrigger, PathId, RetransmitParams};
 
 /// Sent packets kept for retransmission at most.
 const MAX_SENT: usize = 1024;
@@ -27,10 +47,26 @@ const MAX_SENT: usize = 1024;
 const MAX_PENDING: usize = 1024;
 /// Missing packets tracked at most.
 const MAX_MISSING: usize = 1024;
+/// Per path: a path that delivered no data for this many fallbacks no longer holds gaps
+/// back. Short idle spells are common under delay-based striping (a slow path gets packets
+/// only while the fast one's queue is long), and a path that resumes must still count.
+const SILENT_FALLBACKS: u32 = 4;
+
+/// Receiver: what a path delivered of the data sequence.
+#[derive(Clone, Copy, Debug)]
+struct PathRx {
+    path: PathId,
+    /// Highest data sequence it delivered (sent once, not a retransmission).
+    highest: u32,
+    /// When it last delivered data.
+    last: Instant,
+}
 
 #[derive(Clone, Copy, Debug)]
 struct Missing {
     seq: u32,
+    /// When the gap opened.
+    seen: Instant,
     due: Instant,
     nacks: u32,
 }
@@ -39,6 +75,20 @@ struct Missing {
 pub struct Retransmit {
     nack_delay: Duration,
     max_nacks: u32,
+    trigger: NackTrigger,
+    /// Per path: how long a gap may stay open before it is nacked anyway: the largest
+    /// smoothed RTT, or 1.5 times the reordering measured if longer. A path counts until it
+    /// delivered no data for [`SILENT_FALLBACKS`] times this.
+    fallback: Duration,
+    /// Per path: the longest recent time from a gap opening to its filling (reordering
+    /// between paths), decaying.
+    lag: Duration,
+    /// Per path: the data packet [`LossRecovery::on_data_path`] announced last (sent once).
+    fresh: Option<u32>,
+    /// Per path: the paths that delivered data, and how far.
+    rx_paths: Vec<PathRx>,
+    /// Per path: every missing packet below this was passed by all paths carrying data.
+    passed: Option<u32>,
     sent: Window,
     pending: VecDeque<u32>,
     /// Receiver: highest data sequence seen, and the holes below it, in sequence order.
@@ -53,6 +103,12 @@ impl Retransmit {
         Retransmit {
             nack_delay: Duration::from_secs_f64(p.nack_delay_ms.max(0.0) / 1e3),
             max_nacks: p.max_nacks.max(1),
+            trigger: p.trigger,
+            fallback: DEFAULT_RTT,
+            lag: Duration::ZERO,
+            fresh: None,
+            rx_paths: Vec::new(),
+            passed: None,
             sent: Window::new(MAX_SENT),
             pending: VecDeque::new(),
             highest: None,
@@ -67,6 +123,68 @@ impl Retransmit {
         self.missing.iter().map(|m| m.seq)
     }
 
+    /// A data packet sent once arrived on `path` (per-path detection).
+    fn on_path_arrival(&mut self, now: Instant, seq: u32, path: PathId) {
+        if self.trigger != NackTrigger::PerPath {
+            return;
+        }
+        self.fresh = Some(seq);
+        match self.rx_paths.iter_mut().find(|p| p.path == path) {
+            Some(p) => {
+                if seq_le(p.highest, seq) {
+                    p.highest = seq;
+                }
+                p.last = now;
+            }
+            None => self.rx_paths.push(PathRx {
+                path,
+                highest: seq,
+                last: now,
+            }),
+        }
+    }
+
+    /// Per path: the lowest of the highest data sequences delivered by the paths that
+    /// delivered data within `fallback`: every data packet below it was passed by its path.
+    fn passed_floor(&self, now: Instant) -> Option<u32> {
+        let mut floor: Option<u32> = None;
+        for p in self
+            .rx_paths
+            .iter()
+            .filter(|p| p.last + self.fallback * SILENT_FALLBACKS > now)
+        {
+            floor = Some(match floor {
+                Some(f) if seq_le(f, p.highest) => f,
+                _ => p.highest,
+            });
+        }
+        floor
+    }
+
+    /// Per path: missing packets every path carrying data has passed are lost; they are
+    /// due after the reordering allowance.
+    fn confirm_passed(&mut self, now: Instant) {
+        if self.trigger != NackTrigger::PerPath {
+            return;
+        }
+        let Some(floor) = self.passed_floor(now) else {
+            return;
+        };
+        let from = match self.passed {
+            Some(p) if seq_le(floor, p) => return,
+            Some(p) => self.missing.partition_point(|m| seq_lt(m.seq, p)),
+            None => 0,
+        };
+        self.passed = Some(floor);
+        let due = now + self.nack_delay;
+        for m in self.missing.range_mut(from..) {
+            if !seq_lt(m.seq, floor) {
+                break;
+            }
+            m.due = m.due.min(due);
+        }
+    }
+
     fn on_arrival(&mut self, now: Instant, seq: u32) {
         let Some(h) = self.highest else {
             self.highest = Some(seq);
@@ -74,12 +192,30 @@ impl Retransmit {
         };
         if seq_le(seq, h) {
             if let Some(i) = self.missing.iter().position(|m| m.seq == seq) {
+                if self.fresh != Some(seq) {
+                    // A retransmission: its delay is the repair's, not reordering.
+                    self.missing.remove(i);
+                    self.confirm_passed(now);
+                    return;
+                }
+                let lag = now.saturating_duration_since(self.missing[i].seen);
+                self.lag = if lag >= self.lag {
+                    lag
+                } else {
+                    self.lag - self.lag / 64 + lag / 64
+                };
                 self.missing.remove(i);
             }
+            // A slower path delivering may have passed gaps.
+            self.confirm_passed(now);
             return;
         }
         let gap = seq.wrapping_sub(h).wrapping_sub(1);
         let skip = gap.saturating_sub(MAX_MISSING as u32);
+        let due = match self.trigger {
+            NackTrigger::FixedDelay => now + self.nack_delay,
+            NackTrigger::PerPath => now + self.fallback.max(self.nack_delay),
+        };
         self.stats.nack_gave_up += u64::from(skip);
         for k in skip..gap {
             if self.missing.len() >= MAX_MISSING {
@@ -88,11 +224,13 @@ impl Retransmit {
             }
             self.missing.push_back(Missing {
                 seq: h.wrapping_add(1 + k),
-                due: now + self.nack_delay,
+                due,
+                seen: now,
                 nacks: 0,
             });
         }
         self.highest = Some(seq);
+        self.confirm_passed(now);
     }
 
     /// Builds a nack of every missing packet due at `now`, from the lowest, within the
@@ -133,6 +271,8 @@ impl LossRecovery for Retransmit {
 
     fn poll_repair(&mut self, now: Instant, paths: &[Path]) -> Option<Repair<'_>> {
         let path = fastest_path(now, paths)?.id();
+        self.fallback = round_trip(paths).max(self.lag + self.lag / 2);
+        self.confirm_passed(now);
         if let Some((first, len)) = self.build_nack(now, round_trip(paths)) {
             self.stats.nacks_sent += 1;
             return Some(Repair {
@@ -156,6 +296,10 @@ impl LossRecovery for Retransmit {
             });
         }
         None
+    }
+
+    fn on_data_path(&mut self, now: Instant, seq: u32, path: PathId) {
+        self.on_path_arrival(now, seq, path);
     }
 
     fn on_data_received(
@@ -206,5 +350,130 @@ impl LossRecovery for Retransmit {
 
     fn name(&self) -> &'static str {
         "retransmit"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Instant {
+        Instant::from_millis(v)
+    }
+
+    fn arq(trigger: NackTrigger) -> Retransmit {
+        let mut a = Retransmit::new(RetransmitParams {
+            trigger,
+            ..RetransmitParams::default()
+        });
+        a.fallback = Duration::from_millis(200);
+        a
+    }
+
+    /// Delivers data packet `seq` on `path` at `t` ms, as the session does.
+    fn arrive(a: &mut Retransmit, t: u64, seq: u32, path: PathId) {
+        a.on_path_arrival(ms(t), seq, path);
+        a.on_arrival(ms(t), seq);
+    }
+
+    fn nacked(a: &mut Retransmit, t: u64) -> Vec<u32> {
+        let Some((first, len)) = a.build_nack(ms(t), Duration::from_millis(100)) else {
+            return Vec::new();
+        };
+        Nack {
+            first,
+            bitmap: &a.bitmap[..len],
+        }
+        .missing()
+        .collect()
+    }
+
+    /// Packets in flight on a slower path are not nacked while that path has not passed
+    /// them, however long the fixed delay would have waited; once it delivers a later
+    /// packet they are (after the reordering allowance).
+    #[test]
+    fn per_path_waits_for_every_path_to_pass_a_gap() {
+        let mut a = arq(NackTrigger::PerPath);
+        // Fast path 1 carries 0, 2, 4; slow path 2 carries 1, 3, 5 (3 lost).
+        arrive(&mut a, 0, 0, 1);
+        arrive(&mut a, 1, 2, 1);
+        arrive(&mut a, 2, 4, 1);
+        assert_eq!(a.missing().collect::<Vec<_>>(), [1, 3]);
+        // Path 2 has delivered nothing yet, so only path 1 counts: 1 and 3 look passed.
+        // That is the single-path case; a second path counts once it delivered data.
+        assert_eq!(nacked(&mut a, 8), [1, 3]);
+
+        let mut a = arq(NackTrigger::PerPath);
+        arrive(&mut a, 0, 0, 1);
+        arrive(&mut a, 0, 1, 2);
+        arrive(&mut a, 1, 2, 1);
+        arrive(&mut a, 2, 4, 1);
+        arrive(&mut a, 3, 6, 1);
+        // 3 and 5 are in flight on path 2 (40 ms behind): no nack at 10 or 40 ms.
+        assert!(nacked(&mut a, 10).is_empty());
+        assert!(nacked(&mut a, 40).is_empty());
+        // Path 2 delivers 5: it passed 3, which is lost; 3 is due 5 ms later.
+        arrive(&mut a, 41, 5, 2);
+        assert_eq!(a.missing().collect::<Vec<_>>(), [3]);
+        assert!(nacked(&mut a, 45).is_empty());
+        assert_eq!(nacked(&mut a, 46), [3]);
+        // The fixed 5 ms delay takes the reordering for loss.
+        let mut f = arq(NackTrigger::FixedDelay);
+        for (t, seq, path) in [(0, 0, 1), (0, 1, 2), (1, 2, 1), (2, 4, 1), (3, 6, 1)] {
+            arrive(&mut f, t, seq, path);
+        }
+        assert_eq!(nacked(&mut f, 10), [3, 5]);
+    }
+
+    /// A path that stopped delivering data no longer holds gaps back, and a gap open for
+    /// the fallback (the largest smoothed RTT) is nacked anyway.
+    #[test]
+    fn per_path_fallbacks() {
+        let mut a = arq(NackTrigger::PerPath);
+        arrive(&mut a, 0, 10, 2);
+        arrive(&mut a, 0, 11, 1);
+        // Path 2 goes silent for four fallbacks; path 1 goes on and skips 13.
+        arrive(&mut a, 800, 12, 1);
+        arrive(&mut a, 801, 14, 1);
+        assert!(nacked(&mut a, 805).is_empty());
+        assert_eq!(nacked(&mut a, 806), [13]);
+
+        let mut a = arq(NackTrigger::PerPath);
+        arrive(&mut a, 0, 10, 2);
+        arrive(&mut a, 0, 11, 1);
+        arrive(&mut a, 1, 13, 1);
+        // Path 2 still counts (it delivered 10 ms ago) and has not passed 12.
+        assert!(nacked(&mut a, 10).is_empty());
+        assert!(nacked(&mut a, 200).is_empty());
+        // 200 ms after the gap opened it is nacked, path 2 or not.
+        assert_eq!(nacked(&mut a, 201), [12]);
+
+        // The reordering measured: a gap filled by a path 90 ms later, not a retransmission
+        // 300 ms later.
+        let mut a = arq(NackTrigger::PerPath);
+        arrive(&mut a, 0, 0, 1);
+        arrive(&mut a, 10, 2, 1);
+        arrive(&mut a, 100, 1, 2);
+        assert_eq!(a.lag, Duration::from_millis(90));
+        arrive(&mut a, 110, 4, 1);
+        a.on_arrival(ms(410), 3);
+        assert_eq!(a.lag, Duration::from_millis(90));
+        assert!(a.missing().next().is_none());
+    }
+
+    /// On one path the per-path trigger is the fixed one: a gap is due `nack_delay` after
+    /// a later packet arrived.
+    #[test]
+    fn per_path_on_one_path_is_the_fixed_delay() {
+        for trigger in [NackTrigger::PerPath, NackTrigger::FixedDelay] {
+            let mut a = arq(trigger);
+            arrive(&mut a, 0, 0, 1);
+            arrive(&mut a, 1, 3, 1);
+            assert!(nacked(&mut a, 5).is_empty(), "{trigger:?}");
+            assert_eq!(nacked(&mut a, 6), [1, 2], "{trigger:?}");
+            // Nacked again about one RTT later (100 + 25 + 5 ms).
+            assert!(nacked(&mut a, 135).is_empty(), "{trigger:?}");
+            assert_eq!(nacked(&mut a, 136), [1, 2], "{trigger:?}");
+        }
     }
 }

@@ -99,6 +99,11 @@ pub trait LossRecovery: Send {
     /// A repair datagram was sent (after [`LossRecovery::poll_repair`] returned it).
     fn on_repair_sent(&mut self, _now: Instant) {}
 
+    /// A data packet sent once (not a retransmission) arrived from the peer on `path`;
+    /// called before [`LossRecovery::on_data_received`]. Retransmission detects loss per
+    /// path with it.
+    fn on_data_path(&mut self, _now: Instant, _seq: u32, _path: PathId) {}
+
     /// A data packet arrived from the peer (kept by decoders to recover others; it may
     /// complete earlier repair packets, whose recoveries go to `sink`).
     fn on_data_received(
