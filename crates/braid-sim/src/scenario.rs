@@ -15,24 +15,25 @@ use serde::{Deserialize, Serialize};
 use crate::host::WorkloadConfig;
 use crate::link::{LinkConfig, LinkConfigError, TraceCache};
 
-/// Why a scenario could not be loaded.
+/// Why a scenario could not be loaded. Each message carries the inner error's text, so the
+/// inner error is not also a `source`: an error chain printed whole (`{:#}`) would repeat it.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    #[error("cannot read scenario file {path}: {source}")]
+    #[error("cannot read scenario file {path}: {error}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
-    #[error("{path}: path '{name}' ({direction}): {source}")]
+    #[error("{path}: path '{name}' ({direction}): {error}")]
     Link {
         path: String,
         name: String,
         direction: &'static str,
-        source: LinkConfigError,
+        error: LinkConfigError,
     },
 }
 
@@ -130,9 +131,9 @@ impl Scenario {
     /// Reads and validates a scenario file. Trace paths are resolved relative to the
     /// scenario file's folder.
     pub fn load(path: &FsPath, traces: &mut TraceCache) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| ScenarioError::Read {
             path: path.to_owned(),
-            source,
+            error,
         })?;
         let base = path.parent().unwrap_or(FsPath::new("."));
         let mut s = Scenario::parse(&text, &path.display().to_string(), base, traces)?;
@@ -207,11 +208,11 @@ impl Scenario {
                 )));
             }
             for (cfg, direction) in [(&p.up, "up"), (&p.down, "down")] {
-                let err = |source| ScenarioError::Link {
+                let err = |error| ScenarioError::Link {
                     path: origin.to_owned(),
                     name: p.name.clone(),
                     direction,
-                    source,
+                    error,
                 };
                 cfg.validate().map_err(err)?;
                 cfg.mean_rate_bps(traces).map_err(err)?;

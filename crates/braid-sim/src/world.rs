@@ -27,18 +27,32 @@ use crate::{Node, Rng};
 /// Why a scenario could not be simulated.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    #[error("path '{path}' ({direction}): {source}")]
+    // The messages carry the inner error's text, so the inner error is not also a
+    // `source`: an error chain printed whole (`{:#}`) would repeat it.
+    #[error("path '{path}' ({direction}): {error}")]
     Link {
         path: String,
         direction: &'static str,
-        source: LinkConfigError,
+        error: LinkConfigError,
     },
-    #[error("workload: {0}")]
-    Workload(#[from] host::WorkloadError),
+    #[error("{0}")]
+    Workload(host::WorkloadError),
     #[error("engine.direct names path '{0}', which the scenario does not have")]
     UnknownDirectPath(String),
     #[error("engine: {0}")]
-    Engine(#[from] braid_core::ConfigError),
+    Engine(braid_core::ConfigError),
+}
+
+impl From<host::WorkloadError> for SimError {
+    fn from(e: host::WorkloadError) -> SimError {
+        SimError::Workload(e)
+    }
+}
+
+impl From<braid_core::ConfigError> for SimError {
+    fn from(e: braid_core::ConfigError) -> SimError {
+        SimError::Engine(e)
+    }
 }
 
 /// Everything measured in one run. Contains no wall-clock quantity, so the same scenario
@@ -151,10 +165,10 @@ impl World {
                         traces: &mut TraceCache,
                         direction: &'static str|
              -> Result<(Link, f64), SimError> {
-                let err = |source| SimError::Link {
+                let err = |error| SimError::Link {
                     path: p.name.clone(),
                     direction,
-                    source,
+                    error,
                 };
                 let rng = Rng::child(seed, &format!("path-{}-{direction}", p.name));
                 let rate = cfg.mean_rate_bps(traces).map_err(err)?;

@@ -213,11 +213,11 @@ pub enum LinkConfigError {
     OffsetWithoutTrace,
     #[error("`loss` gilbert-elliott: {problem}")]
     GilbertElliottForm { problem: &'static str },
-    #[error("cannot read trace file `{}`: {source}", path.display())]
+    /// The message carries the I/O error's text, so it is not also a `source`.
+    #[error("cannot read trace file `{}`: {error}", path.display())]
     TraceIo {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("trace file `{}`, line {line}: {problem}", path.display())]
     TraceFormat {

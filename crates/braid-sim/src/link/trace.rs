@@ -133,9 +133,9 @@ impl TraceCache {
         if let Some(t) = self.traces.get(path) {
             return Ok(Arc::clone(t));
         }
-        let text = std::fs::read_to_string(path).map_err(|source| LinkConfigError::TraceIo {
+        let text = std::fs::read_to_string(path).map_err(|error| LinkConfigError::TraceIo {
             path: path.to_owned(),
-            source,
+            error,
         })?;
         let trace = Arc::new(Trace::parse(path, &text)?);
         self.traces.insert(path.to_owned(), Arc::clone(&trace));
