@@ -5,9 +5,20 @@
 //! - [`parse`]: reading the 5-tuple, DSCP and TCP header of an inner packet.
 //!
 //! The table is bounded (`max_flows`); entries idle for `idle_timeout` are swept, and when
-//! the table is still full a new flow is not tracked (it is scheduled as a packet without a
-//! flow, and counted). A flow counts as *active* from its first packet until a FIN or RST, or
-//! until it has been idle for [`ACTIVE_IDLE`]: the "active connections" MinConnPath balances.
+//! the table is still full flows that have ended are dropped, and then a new flow is not
+//! tracked (it is scheduled as a packet without a flow, and counted).
+//!
+//! A flow counts as *active* from its first packet until it ends, or until it has been
+//! idle (no packet either way) for [`ACTIVE_IDLE`]: the "active connections" MinConnPath
+//! balances (PluriBus §6.1: "a new connection is mapped to the path with the minimum number
+//! of active connections"). A TCP connection ends when a FIN has been seen in each
+//! direction (both ends closed; what is left is the last ACK), or at an RST in either
+//! direction; a SYN on the same 5-tuple starts it again. The entry of an ended flow stays
+//! until it idles out (its last ACK and any retransmitted FIN keep their path and do not
+//! open a new flow), but it no longer counts. A connection is not held active through
+//! TIME_WAIT as a connection tracker does: TIME_WAIT is one end's guard against stray
+//! segments, not traffic, and counting it would balance the flows *started* in the last
+//! seconds rather than those open now.
 //! Each entry also remembers the path its reverse direction last arrived on, so that a
 //! connection-level policy can answer on the path the connection came in on.
 //!
@@ -63,8 +74,12 @@ pub struct FlowEntry {
     /// The path the reverse direction of this flow last arrived on.
     pub inbound: Option<PathId>,
     pub last_seen: Instant,
-    /// A FIN or RST was sent.
-    pub closed: bool,
+    /// A FIN was sent (this end closed its direction).
+    pub fin_sent: bool,
+    /// A FIN arrived from the peer (the reverse direction closed).
+    pub fin_received: bool,
+    /// An RST went either way.
+    pub reset: bool,
     /// Packets of the flow sent so far (saturating).
     pub packets: u32,
     /// For TCP: the highest sequence number sent so far (end of the highest segment).
@@ -77,8 +92,51 @@ pub struct FlowEntry {
 }
 
 impl FlowEntry {
+    /// The connection has ended: FINs both ways, or an RST.
+    pub fn ended(&self) -> bool {
+        self.reset || (self.fin_sent && self.fin_received)
+    }
+
     fn is_active(&self, now: Instant) -> bool {
-        now.saturating_duration_since(self.last_seen) < ACTIVE_IDLE
+        !self.ended() && now.saturating_duration_since(self.last_seen) < ACTIVE_IDLE
+    }
+
+    /// Records the flags of a TCP segment of the flow, sent (`outgoing`) or received.
+    fn note_tcp(&mut self, t: &TcpInfo, outgoing: bool) {
+        if t.syn && !t.fin && !t.rst && self.ended() {
+            // A new connection on the same 5-tuple.
+            self.fin_sent = false;
+            self.fin_received = false;
+        }
+        if t.rst {
+            self.reset = true;
+        } else if t.syn {
+            self.reset = false;
+        }
+        if t.fin {
+            if outgoing {
+                self.fin_sent = true;
+            } else {
+                self.fin_received = true;
+            }
+        }
+    }
+
+    fn fresh(id: u64, class: usize, now: Instant) -> FlowEntry {
+        FlowEntry {
+            id,
+            class,
+            pinned: None,
+            inbound: None,
+            last_seen: now,
+            fin_sent: false,
+            fin_received: false,
+            reset: false,
+            packets: 0,
+            snd_max: None,
+            last_path: None,
+            ordered_until: Instant::ZERO,
+        }
     }
 }
 
@@ -107,7 +165,7 @@ pub struct FlowStats {
     pub tracked: u64,
     /// Flows ever tracked.
     pub created: u64,
-    /// Flows swept after idling.
+    /// Flows swept after idling, or dropped after ending when the table was full.
     pub expired: u64,
     /// Packets of new flows not tracked because the table was full.
     pub table_full: u64,
@@ -155,6 +213,20 @@ impl FlowTable {
         self.next_sweep = now + idle / 4;
     }
 
+    /// Whether a new flow fits: idle flows are swept, then flows that have ended dropped.
+    fn make_room(&mut self, now: Instant) -> bool {
+        if self.map.len() < self.max_flows {
+            return true;
+        }
+        self.sweep(now);
+        if self.map.len() >= self.max_flows {
+            let before = self.map.len();
+            self.map.retain(|_, e| !e.ended());
+            self.stats.expired += (before - self.map.len()) as u64;
+        }
+        self.map.len() < self.max_flows
+    }
+
     /// Records an outgoing packet. `classify` gives a new flow its class. `None` when the
     /// table is full and the flow is new.
     pub fn observe_outgoing(
@@ -168,29 +240,18 @@ impl FlowTable {
         }
         let hash = self.map.hasher().hash_one(info.key);
         let new = !self.map.contains_key(&info.key);
-        if new && self.map.len() >= self.max_flows {
-            self.sweep(now);
-            if self.map.len() >= self.max_flows {
-                self.stats.table_full += 1;
-                return None;
-            }
+        if new && !self.make_room(now) {
+            self.stats.table_full += 1;
+            return None;
         }
         if new {
             self.stats.created += 1;
         }
         let id = self.next_id;
-        let e = self.map.entry(info.key).or_insert_with(|| FlowEntry {
-            id,
-            class: classify(info),
-            pinned: None,
-            inbound: None,
-            last_seen: now,
-            closed: false,
-            packets: 0,
-            snd_max: None,
-            last_path: None,
-            ordered_until: Instant::ZERO,
-        });
+        let e = self
+            .map
+            .entry(info.key)
+            .or_insert_with(|| FlowEntry::fresh(id, classify(info), now));
         if new {
             self.next_id += 1;
         }
@@ -198,11 +259,7 @@ impl FlowTable {
         e.packets = e.packets.saturating_add(1);
         let mut retransmission = false;
         if let Some(t) = info.tcp {
-            if t.fin || t.rst {
-                e.closed = true;
-            } else if t.syn {
-                e.closed = false;
-            }
+            e.note_tcp(&t, true);
             let end = t
                 .seq
                 .wrapping_add(t.payload_len)
@@ -283,31 +340,26 @@ impl FlowTable {
         free
     }
 
-    pub fn observe_incoming(&mut self, now: Instant, key: &FlowKey, path: PathId) {
-        let rev = key.reversed();
-        if let Some(e) = self.map.get_mut(&rev) {
-            e.inbound = Some(path);
-            return;
-        }
-        if self.map.len() < self.max_flows {
+    /// Records a packet that arrived from the peer on `path`: the reverse flow (the one
+    /// this end sends) learns its inbound path, is active again and, for TCP, notes the
+    /// peer's FIN or RST.
+    pub fn observe_incoming(&mut self, now: Instant, info: &PacketInfo, path: PathId) {
+        let rev = info.key.reversed();
+        if !self.map.contains_key(&rev) {
+            if !self.make_room(now) {
+                return;
+            }
             let id = self.next_id;
             self.next_id += 1;
             self.stats.created += 1;
-            self.map.insert(
-                rev,
-                FlowEntry {
-                    id,
-                    class: 0,
-                    pinned: None,
-                    inbound: Some(path),
-                    last_seen: now,
-                    closed: false,
-                    packets: 0,
-                    snd_max: None,
-                    last_path: None,
-                    ordered_until: Instant::ZERO,
-                },
-            );
+            self.map.insert(rev, FlowEntry::fresh(id, 0, now));
+        }
+        if let Some(e) = self.map.get_mut(&rev) {
+            e.inbound = Some(path);
+            e.last_seen = now;
+            if let Some(t) = info.tcp {
+                e.note_tcp(&t, false);
+            }
         }
     }
 

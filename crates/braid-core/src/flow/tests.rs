@@ -42,12 +42,101 @@ fn tracks_activity_and_pins() {
     let mut out = Vec::new();
     t.active_per_path(at(20), &[0, 1, 2], &mut out);
     assert_eq!(out, vec![1, 1, 0]);
-    // A FIN does not end activity at once (TIME_WAIT); idling does.
-    t.observe_outgoing(at(30), &info(&tcp(1000, 1, 0x11, 0)), |_| 0);
-    t.active_per_path(at(40), &[0, 1, 2], &mut out);
+    // Idling ends activity.
+    t.active_per_path(at(10 + 4999), &[0, 1, 2], &mut out);
     assert_eq!(out, vec![1, 1, 0]);
-    t.active_per_path(at(30 + 5000), &[0, 1, 2], &mut out);
+    t.active_per_path(at(10 + 5000), &[0, 1, 2], &mut out);
     assert_eq!(out, vec![0, 0, 0]);
+}
+
+/// The packet `p` as it arrives from the peer: the reverse direction of its flow.
+fn reverse(p: &[u8]) -> PacketInfo {
+    let i = info(p);
+    PacketInfo {
+        key: i.key.reversed(),
+        ..i
+    }
+}
+
+const SYN: u8 = 0x02;
+const ACK: u8 = 0x10;
+const FIN_ACK: u8 = 0x11;
+const RST: u8 = 0x04;
+
+fn counts(t: &FlowTable, ms: u64) -> Vec<u32> {
+    let mut out = Vec::new();
+    t.active_per_path(at(ms), &[0, 1], &mut out);
+    out
+}
+
+#[test]
+fn a_connection_ends_at_fins_both_ways_not_at_one() {
+    let mut t = FlowTable::new(100, Duration::from_secs(60), 7);
+    // A client's connection on path 1: SYN out, SYN-ACK in, request out, response in.
+    let a = info(&tcp(1000, 0, SYN, 0));
+    t.observe_outgoing(at(0), &a, |_| 0).unwrap();
+    t.pin(&a.key, 1);
+    t.observe_incoming(at(50), &reverse(&tcp(1000, 0, SYN | ACK, 0)), 1);
+    t.observe_outgoing(at(50), &info(&tcp(1000, 1, ACK, 100)), |_| 0);
+    t.observe_incoming(at(100), &reverse(&tcp(1000, 1, ACK, 1400)), 1);
+    assert_eq!(counts(&t, 100), vec![0, 1]);
+    // The server closes: half closed, still active (the client may still send).
+    t.observe_incoming(at(150), &reverse(&tcp(1000, 1401, FIN_ACK, 0)), 1);
+    assert_eq!(counts(&t, 150), vec![0, 1]);
+    // The client closes too: ended, at once, though it was not idle.
+    t.observe_outgoing(at(150), &info(&tcp(1000, 101, FIN_ACK, 0)), |_| 0);
+    assert_eq!(counts(&t, 150), vec![0, 0]);
+    // The server's last ACK neither reopens the flow nor creates another; the entry
+    // keeps its path for it.
+    t.observe_incoming(at(200), &reverse(&tcp(1000, 1402, ACK, 0)), 1);
+    assert_eq!(counts(&t, 200), vec![0, 0]);
+    let m = t
+        .observe_outgoing(at(200), &info(&tcp(1000, 102, ACK, 0)), |_| 0)
+        .unwrap();
+    assert_eq!((m.new, m.pinned), (false, Some(1)));
+    assert_eq!(counts(&t, 200), vec![0, 0]);
+    assert_eq!(t.stats().created, 1);
+    // A new connection on the same 5-tuple is active again.
+    t.observe_outgoing(at(300), &info(&tcp(1000, 5000, SYN, 0)), |_| 0);
+    assert_eq!(counts(&t, 300), vec![0, 1]);
+}
+
+#[test]
+fn an_rst_either_way_ends_a_connection() {
+    let mut t = FlowTable::new(100, Duration::from_secs(60), 7);
+    let a = info(&tcp(1000, 0, SYN, 0));
+    let b = info(&tcp(1001, 0, SYN, 0));
+    t.observe_outgoing(at(0), &a, |_| 0);
+    t.pin(&a.key, 0);
+    t.observe_outgoing(at(0), &b, |_| 0);
+    t.pin(&b.key, 1);
+    assert_eq!(counts(&t, 1), vec![1, 1]);
+    // The peer resets a; this end resets b.
+    t.observe_incoming(at(10), &reverse(&tcp(1000, 0, RST, 0)), 0);
+    assert_eq!(counts(&t, 10), vec![0, 1]);
+    t.observe_outgoing(at(20), &info(&tcp(1001, 1, RST, 0)), |_| 0);
+    assert_eq!(counts(&t, 20), vec![0, 0]);
+}
+
+#[test]
+fn a_full_table_drops_ended_flows_before_refusing_new_ones() {
+    let mut t = FlowTable::new(2, Duration::from_secs(60), 7);
+    t.observe_outgoing(at(0), &info(&tcp(1, 0, SYN, 0)), |_| 0);
+    t.observe_outgoing(at(0), &info(&tcp(2, 0, SYN, 0)), |_| 0);
+    // Full of open flows: a new one is refused.
+    assert!(t
+        .observe_outgoing(at(1), &info(&tcp(3, 0, SYN, 0)), |_| 0)
+        .is_none());
+    // Flow 1 ends (FINs both ways): its entry makes room, flow 2's stays.
+    t.observe_outgoing(at(2), &info(&tcp(1, 1, FIN_ACK, 0)), |_| 0);
+    t.observe_incoming(at(3), &reverse(&tcp(1, 1, FIN_ACK, 0)), 0);
+    assert!(t
+        .observe_outgoing(at(4), &info(&tcp(3, 0, SYN, 0)), |_| 0)
+        .is_some());
+    let s = t.stats();
+    assert_eq!((s.tracked, s.expired, s.table_full), (2, 1, 1));
+    assert!(t.peek(&info(&tcp(2, 1, ACK, 0))).is_some());
+    assert!(t.peek(&info(&tcp(1, 2, ACK, 0))).is_none());
 }
 
 #[test]
@@ -55,7 +144,7 @@ fn learns_the_inbound_path_of_the_reverse_flow() {
     let mut t = FlowTable::new(100, Duration::from_secs(60), 7);
     // A SYN arrives from the peer on path 2; our SYN-ACK belongs to the reverse flow.
     let syn = info(&tcp(4000, 0, 0x02, 0));
-    t.observe_incoming(at(0), &syn.key, 2);
+    t.observe_incoming(at(0), &syn, 2);
     let reply = PacketInfo {
         key: syn.key.reversed(),
         ..syn

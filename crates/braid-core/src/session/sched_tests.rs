@@ -133,6 +133,63 @@ fn min_conn_path_pins_flows_and_replies_follow_the_inbound_path() {
 }
 
 #[test]
+fn min_conn_path_counts_only_connections_that_have_not_ended() {
+    let mut net = two_paths(
+        Config {
+            scheduler: SchedulerKind::MinConnPath,
+            ..config()
+        },
+        20,
+        30,
+    );
+    let (c, s) = ([10, 0, 0, 2], [10, 1, 0, 2]);
+    let with_flags = |mut p: Vec<u8>, flags: u8| {
+        p[33] = flags;
+        p
+    };
+    let sent = |net: &Net| -> Vec<u64> {
+        net.gw
+            .stats()
+            .paths
+            .iter()
+            .map(|p| p.tx_data_packets)
+            .collect()
+    };
+    // Flows 1000 and 1001 open: one on each path (ties to the first).
+    net.gw
+        .send(net.now, &with_flags(ip(6, c, s, 1000, 80, 0), 0x02))
+        .unwrap();
+    net.gw
+        .send(net.now, &with_flags(ip(6, c, s, 1001, 80, 1), 0x02))
+        .unwrap();
+    net.run_until(net.now + Duration::from_millis(100));
+    assert_eq!(sent(&net), vec![1, 1]);
+    // Flow 1001 (on path 1) ends: the server's FIN comes back, the client's FIN goes out.
+    net.srv
+        .send(net.now, &with_flags(ip(6, s, c, 80, 1001, 2), 0x11))
+        .unwrap();
+    net.run_until(net.now + Duration::from_millis(100));
+    net.gw
+        .send(net.now, &with_flags(ip(6, c, s, 1001, 80, 3), 0x11))
+        .unwrap();
+    net.run_until(net.now + Duration::from_millis(100));
+    assert_eq!(sent(&net), vec![1, 2]);
+    // A new flow goes to path 1, now without an open connection, well within the idle
+    // time that would otherwise have kept 1001 counted there.
+    net.gw
+        .send(net.now, &with_flags(ip(6, c, s, 1002, 80, 4), 0x02))
+        .unwrap();
+    net.run_until(net.now + Duration::from_millis(100));
+    assert_eq!(sent(&net), vec![1, 3]);
+    // And the next one to path 0: one open connection on each again, ties to the first.
+    net.gw
+        .send(net.now, &with_flags(ip(6, c, s, 1003, 80, 5), 0x02))
+        .unwrap();
+    net.run_until(net.now + Duration::from_millis(100));
+    assert_eq!(sent(&net), vec![2, 3]);
+}
+
+#[test]
 fn traffic_classes_schedule_each_class_its_own_way() {
     let voice = ClassConfig {
         name: "voice".into(),

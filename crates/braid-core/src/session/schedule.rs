@@ -289,7 +289,7 @@ impl Session {
         }
         self.reseq.set_delay_gap(self.data_delay_gap(now));
         if let Some(info) = flow::parse::parse(packet) {
-            self.scheduling.flows.observe_incoming(now, &info.key, path);
+            self.scheduling.flows.observe_incoming(now, &info, path);
         }
         if self.config.record_predictions {
             let log = &mut self.scheduling.arrivals;
