@@ -65,6 +65,8 @@ pub struct Stack {
     rng: Rng,
     ports: EphemeralPorts,
     lingering: Vec<Lingering>,
+    /// Connections the application closed since the last egress: they send first.
+    closed_now: Vec<ConnId>,
     /// Sending counters of closed connections, by the workload's server port.
     closed_stats: BTreeMap<u16, SenderStats>,
     stats: StackStats,
@@ -84,6 +86,7 @@ impl Stack {
             rng,
             ports: EphemeralPorts::default(),
             lingering: Vec::new(),
+            closed_now: Vec::new(),
             closed_stats: BTreeMap::new(),
             stats: StackStats::default(),
             ip_id: 0,
@@ -229,8 +232,20 @@ impl Stack {
         self.stats.resets += 1;
     }
 
-    /// Fires due timers and lets every connection send what it can.
+    /// Fires due timers and lets every connection send what it can. Connections the
+    /// application closed since the last egress send first: a kernel sends the FIN from
+    /// the close() call itself, so it leaves before the SYN of a connection the
+    /// application opens after closing (PluriBus §6.5.1's "a new flow starts when one
+    /// terminated"); slot order would otherwise put a new connection in a reused lower
+    /// slot ahead of it.
     pub fn egress(&mut self, now: Instant, out: &mut Packets) {
+        let mut closed = std::mem::take(&mut self.closed_now);
+        for id in closed.drain(..) {
+            if let Some(conn) = self.conn(id) {
+                conn.transmit(now, out);
+            }
+        }
+        self.closed_now = closed;
         for slot in &mut self.slots {
             if let Some(conn) = slot.conn.as_mut() {
                 if conn.deadline().is_some_and(|t| t <= now) {
@@ -261,6 +276,7 @@ impl Stack {
     pub fn linger(&mut self, now: Instant, id: ConnId) {
         if let Some(conn) = self.conn(id) {
             conn.close();
+            self.closed_now.push(id);
             self.lingering.push(Lingering {
                 id,
                 deadline: Instant::from_micros(now.as_micros().saturating_add(LINGER_US)),
