@@ -3,6 +3,7 @@
 //! fields (sequence and acknowledgment numbers, flags, window, options, SACK blocks,
 //! payload) are random or near the connection's own. Nothing may panic, every
 //! connection's invariants must hold after every packet, and state stays bounded.
+//! Also the order of what the application's calls send: a FIN before a later SYN.
 
 use std::collections::VecDeque;
 
@@ -161,4 +162,42 @@ fn hostile_packets_never_panic_and_keep_state_sound() {
         );
         assert!(injected > 4_000, "{injected}");
     }
+}
+
+/// Runs both stacks until nothing is left to deliver: packets cross at once.
+fn exchange(stacks: &mut [Stack; 2], outs: &mut [Packets; 2], now: Instant) {
+    let mut accept = |port, _| (port == PORT).then_some(BUFFERS);
+    loop {
+        let mut moved = false;
+        for side in 0..2 {
+            stacks[side].egress(now, &mut outs[side]);
+            while let Some(p) = outs[side].pop() {
+                moved = true;
+                stacks[1 - side].ingress(now, p, &mut outs[1 - side], &mut accept);
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+}
+
+#[test]
+fn a_closed_connection_sends_its_fin_before_a_connection_opened_after_it() {
+    let mut stacks = ADDRS.map(|a| Stack::new(a, 1400, Rng::new(u64::from(a[1]))));
+    let mut outs = [Packets::default(), Packets::default()];
+    let now = Instant::ZERO;
+    let a = stacks[0].connect(ADDRS[1], PORT, BUFFERS).unwrap();
+    let b = stacks[0].connect(ADDRS[1], PORT, BUFFERS).unwrap();
+    exchange(&mut stacks, &mut outs, now);
+    // The first slot is free again, so the next connection takes the slot before b's.
+    stacks[0].discard(a);
+    stacks[0].linger(now, b);
+    stacks[0].connect(ADDRS[1], PORT, BUFFERS).unwrap();
+    stacks[0].egress(now, &mut outs[0]);
+    let mut flags = Vec::new();
+    while let Some(p) = outs[0].pop() {
+        flags.push(wire::parse(&p).unwrap().header.flags & (wire::FIN | wire::SYN));
+    }
+    assert_eq!(flags, vec![wire::FIN, wire::SYN]);
 }
