@@ -33,7 +33,7 @@
 //! Why the ratio is near 1, not 2: MinConnPath (§6.1) maps a new connection to the path
 //! with the fewest active connections. Here a flow on the fast link ends first and the
 //! next one goes to the link left without a connection, so one flow is always on each
-//! link and the fast link completes more than half the flows (2.2 times as many at a
+//! link and the fast link completes more than half the flows (2.2 to 2.6 times as many at a
 //! 100 ms difference): MinConnPath's median is the fast link's mode, which is the single
 //! fast link's completion time, the floor delay-based cannot go far under either. The
 //! report measures both modes on their own (one flow on each link alone, `direct`):
