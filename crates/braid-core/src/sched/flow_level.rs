@@ -2,7 +2,8 @@
 //! at the price of coarse load balance.
 //!
 //! - [`MinConnPath`] (PluriBus §6.1): a new flow goes to the path with the fewest active
-//!   flows and stays there; a flow whose reverse direction arrived on some path answers on
+//!   flows (connections not yet ended nor idle, as [`crate::flow`] counts them) and stays
+//!   there; a flow whose reverse direction arrived on some path answers on
 //!   that path, so a connection uses one path both ways, as connection-level striping over
 //!   separately addressed uplinks does. PluriBus's "state-of-the-art for vehicular striping"
 //!   baseline.
