@@ -312,8 +312,9 @@ impl Path {
     }
 
     /// Loss rate of our direction over the last few hundred datagrams, from the peer's
-    /// acknowledgements (outages excluded): a steadier figure for decisions that should not
-    /// flap, such as the loss guard.
+    /// acknowledgements (outages and the path's set-up, before the peer's first
+    /// acknowledgement, excluded): a steadier figure for decisions that should not flap,
+    /// such as the loss guard.
     pub fn long_loss_rate(&self) -> f64 {
         let prior = 1.0 - (1.0 - LONG_LOSS_WEIGHT).powi(LONG_LOSS_PRIOR);
         self.tx.long_loss / self.tx.long_loss_weight.max(prior)
@@ -507,7 +508,13 @@ impl Path {
                 }
                 let (acked, lost) = (arrived.min(advanced), advanced.saturating_sub(arrived));
                 let n = acked + lost;
-                if n > 0 && lost < loss::OUTAGE_GAP {
+                // The first feedback covers the path's set-up: datagrams sent before the
+                // peer had heard the path (a gateway's first datagrams on an uplink that
+                // do not get through yet, a server's on a path it has no address for).
+                // They are not the path's loss rate, and in the unbiased long-term
+                // average a few of them read as 10% and more, which set the path aside
+                // ([`crate::sched::guard`]) for seconds of heartbeats.
+                if n > 0 && lost < loss::OUTAGE_GAP && prev.is_some() {
                     let keep = (1.0 - LONG_LOSS_WEIGHT).powi(n.min(100_000) as i32);
                     let target = f64::from(lost) / f64::from(n);
                     self.tx.long_loss += (1.0 - keep) * (target - self.tx.long_loss);

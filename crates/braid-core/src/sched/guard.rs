@@ -250,4 +250,28 @@ mod tests {
         update(&mut ps, false);
         assert!(!ps[1].is_loss_guarded());
     }
+
+    #[test]
+    fn losses_before_the_first_acknowledgement_are_the_paths_set_up() {
+        // A fresh path whose first six datagrams never reached the peer (sent before the
+        // peer had heard the path): its first feedback acknowledges the seventh. Counted,
+        // they read 9% (6 against 64), and the guard set a clean path aside.
+        let fresh = || {
+            Path::new(
+                &crate::config::PathConfig {
+                    id: 0,
+                    tx_capacity_bps: 10_000_000,
+                    rx_capacity_bps: 10_000_000,
+                },
+                std::time::Duration::from_millis(500),
+            )
+        };
+        let mut p = fresh();
+        assert_eq!(p.on_path_ack(T0, 6, 1), (1, 6));
+        assert_eq!(p.long_loss_rate(), 0.0);
+        // From then on losses count: one in the next ten.
+        p.on_path_ack(T0, 16, 10);
+        let loss = p.long_loss_rate();
+        assert!((0.01..0.02).contains(&loss), "{loss}");
+    }
 }
