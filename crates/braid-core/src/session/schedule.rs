@@ -175,7 +175,12 @@ impl Session {
         let segment = flow.zip(info.and_then(|i| i.tcp)).map(|(f, t)| {
             super::failover::TcpSegment::new(f.id, t.payload_len > 0 || t.syn || t.fin)
         });
-        let (seq, packet) = self.send_queue.pop_front()?;
+        let (seq, mut packet) = self.send_queue.pop_front()?;
+        // Compressed once, when it leaves the queue: copies, coded packets and resends all
+        // carry the same bytes (a resend re-queued in compressed form passes unchanged).
+        if self.config.header_compression {
+            self.compressor.compress(seq, &mut packet);
+        }
         let t = self.send_data(now, pi, seq, &packet, buf, unordered);
         self.recovery
             .on_data_sent(now, seq, &self.paths[pi], &packet);
@@ -288,8 +293,11 @@ impl Session {
             self.paths[pi].note_data_rx(now);
         }
         self.reseq.set_delay_gap(self.data_delay_gap(now));
-        if let Some(info) = flow::parse::parse(packet) {
-            self.scheduling.flows.observe_incoming(now, &info.key, path);
+        let key = flow::parse::parse(packet)
+            .map(|i| i.key)
+            .or_else(|| self.decompressor.flow_key(packet));
+        if let Some(key) = key {
+            self.scheduling.flows.observe_incoming(now, &key, path);
         }
         if self.config.record_predictions {
             let log = &mut self.scheduling.arrivals;

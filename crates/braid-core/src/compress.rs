@@ -1,0 +1,515 @@
+//! Inner IPv4/TCP header compression between gateway and server.
+//!
+//! braid's own improvement over the papers (none of PluriBus, PRISM, oSCTP compresses the
+//! tunnelled headers): a full-size inner TCP segment pays 40 bytes of IPv4 and TCP headers
+//! on top of braid's 65, against the 40 of direct TCP. The scheme follows Van Jacobson
+//! (RFC 1144) and ROHC-TCP (RFC 6846) in keeping the static fields (addresses, ports, TOS,
+//! TTL, IP flags) in a context named by a one-byte context id, but it is built for braid's
+//! multipath delivery, where packets arrive out of order, are lost, or are skipped by the
+//! hole timeout:
+//!
+//! - **No deltas against a previous packet.** Sequence number, acknowledgement number,
+//!   window and IP identification travel absolutely. The acknowledgement number, window
+//!   and IP identification may instead be left out when they equal the context's
+//!   *reference* values, which only an establishing packet sets (RFC 1144 and ROHC-TCP
+//!   encode them against the previous packet, which a lost or reordered packet breaks).
+//! - **The TCP checksum is carried**, as in RFC 1144 and RFC 6846, and the decompressor
+//!   verifies the rebuilt segment against it: a packet decompressed with the wrong context
+//!   (a context reused for another flow while an old packet was late) is caught and counted,
+//!   never delivered with a recomputed, fake-valid checksum. Only packets whose IPv4 and
+//!   TCP checksums verify are compressed; the others travel in full, so a segment the inner
+//!   sender corrupted reaches the inner receiver as it was sent. The IPv4 header checksum is
+//!   recomputed (the envelope authenticates the bytes; it verified at the compressor).
+//! - **Options and payload travel verbatim**; lengths follow from the packet length.
+//! - **Establishing packets cost nothing**: the establishing form is the full packet with
+//!   its first four bytes rewritten (version/IHL, which is always `0x45` here, and the
+//!   total length, implied by the packet length, give way to the form and the context id),
+//!   so it never exceeds the inner MTU.
+//!
+//! Context establishment: the compressor sends a flow's packets in the establishing form
+//! until the peer's acknowledgement (its highest data sequence number received) reaches
+//! the first of them; the resequencer delivers in data-sequence order and decompression
+//! runs after it, so the context precedes the compressed packets that use it. SYN, FIN and
+//! RST segments, inner TCP retransmissions (a segment that does not advance the flow's
+//! sequence space) and every [`REFRESH_EVERY`]th packet of a context travel in the
+//! establishing form too, so a receiver that lost a context (all of its establishing
+//! packets lost and not recovered) gets it back within a few packets, and the loss costs
+//! at most what the inner TCP repairs.
+//!
+//! Wire forms (docs/wire.md, "Inner header compression"); the first nibble is never 4 or 6,
+//! so an uncompressed IP packet passes through unchanged:
+//!
+//! ```text
+//! establishing: | 0x10 | TOS | context id | 0 | IPv4 header bytes 4.. | TCP segment ... |
+//! compressed:   | 0x20 | f | context id | TCP offset byte | TCP flags | seq (4) |
+//!               [ack (4) if f & 1] [window (2) if f & 2] [IP id (2) if f & 4] |
+//!               TCP checksum (2) | TCP options | payload |
+//! ```
+//!
+//! Both tables are fixed arrays ([`CONTEXTS`] entries per direction); nothing on the hot
+//! path allocates (decompression grows the caller's buffer by at most 30 bytes).
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use crate::flow::parse::{FlowKey, PROTO_TCP};
+
+/// Contexts per direction: the context id is one byte.
+pub const CONTEXTS: usize = 256;
+/// Slots probed for a flow's context (from its hash); the least recently used is reused.
+const PROBE: usize = 8;
+/// Every this many packets of a context, one travels in the establishing form.
+pub const REFRESH_EVERY: u32 = 64;
+/// First byte of the establishing form.
+pub const FORM_ESTABLISH: u8 = 0x10;
+/// First nibble of the compressed form.
+pub const FORM_COMPRESSED: u8 = 0x20;
+const F_ACK: u8 = 1;
+const F_WINDOW: u8 = 2;
+const F_IP_ID: u8 = 4;
+/// Fixed part of the compressed form: form, context id, offset, flags, seq, checksum.
+const COMPRESSED_FIXED: usize = 10;
+const IPV4: usize = 20;
+const TCP: usize = 20;
+const URG: u8 = 0x20;
+const SYN_FIN_RST: u8 = 0x07;
+
+/// Counters of both directions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CompressStats {
+    /// Packets sent in the compressed form, and the bytes that saved.
+    pub compressed: u64,
+    pub bytes_saved: u64,
+    /// Packets sent in the establishing form.
+    pub establishing: u64,
+    /// Packets received in the compressed form and rebuilt.
+    pub decompressed: u64,
+    /// Compressed packets dropped: their context was never established here.
+    pub unknown_context: u64,
+    /// Compressed packets dropped: the rebuilt segment's checksum did not match the one
+    /// carried (a context reused while the packet was late), or the form was malformed.
+    pub failed: u64,
+}
+
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// One's-complement sum of `data` (RFC 1071), added to `acc`, not folded.
+fn sum(data: &[u8], mut acc: u64) -> u64 {
+    let mut chunks = data.chunks_exact(2);
+    for c in &mut chunks {
+        acc += u64::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    if let [last] = chunks.remainder() {
+        acc += u64::from(*last) << 8;
+    }
+    acc
+}
+
+fn fold(mut acc: u64) -> u16 {
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc as u16
+}
+
+/// The IPv4 header checksum of `ip` (20 bytes) with its checksum field taken as zero.
+fn ip_checksum(ip: &[u8]) -> u16 {
+    let acc = sum(&ip[..10], 0) + sum(&ip[12..IPV4], 0);
+    !fold(acc)
+}
+
+/// Whether the TCP checksum of the IPv4 packet `p` (20-byte header) verifies.
+fn tcp_checksum_ok(p: &[u8]) -> bool {
+    let tcp_len = (p.len() - IPV4) as u64;
+    let acc = sum(&p[12..20], 0) + u64::from(PROTO_TCP) + tcp_len;
+    fold(sum(&p[IPV4..], acc)) == 0xffff
+}
+
+/// The static part of a flow's headers, and the reference values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Static {
+    /// IPv4 source and destination, TCP source and destination ports (IPv4 bytes 12-19,
+    /// TCP bytes 0-3).
+    addrs: [u8; 12],
+    tos: u8,
+    /// IPv4 flags and fragment offset (always a non-fragment).
+    frag: u16,
+    ttl: u8,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Refs {
+    ack: u32,
+    window: u16,
+    ip_id: u16,
+}
+
+/// Reads the fields of a compressible packet: IPv4 without options, not a fragment, TCP
+/// without URG, total length equal to the packet's, data offset within it. `None` for
+/// anything else.
+fn compressible(p: &[u8]) -> Option<(Static, Refs, usize)> {
+    if p.len() < IPV4 + TCP || p[0] != 0x45 || p[9] != PROTO_TCP {
+        return None;
+    }
+    if usize::from(be16(p, 2)) != p.len() || be16(p, 6) & 0x3fff != 0 {
+        return None;
+    }
+    let tcp = &p[IPV4..];
+    let off = usize::from(tcp[12] >> 4) * 4;
+    if off < TCP || off > tcp.len() || tcp[13] & URG != 0 || be16(tcp, 18) != 0 {
+        return None;
+    }
+    let mut addrs = [0; 12];
+    addrs[..8].copy_from_slice(&p[12..20]);
+    addrs[8..].copy_from_slice(&tcp[..4]);
+    let st = Static {
+        addrs,
+        tos: p[1],
+        frag: be16(p, 6),
+        ttl: p[8],
+    };
+    let refs = Refs {
+        ack: be32(tcp, 8),
+        window: be16(tcp, 14),
+        ip_id: be16(p, 4),
+    };
+    Some((st, refs, off))
+}
+
+fn hash(addrs: &[u8; 12]) -> usize {
+    // FNV-1a: the table is small and the flows are the peer's, not an attacker's choice
+    // (a collision only costs compression).
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in addrs {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    (h ^ (h >> 16)) as usize
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct TxContext {
+    used: bool,
+    st: Static,
+    refs: Refs,
+    /// The data sequence number of the first establishing packet; `None` once the peer's
+    /// acknowledgement has passed it.
+    pending: Option<u32>,
+    /// The end of the flow's sequence space sent so far (seq + payload length).
+    snd_nxt: u32,
+    /// Packets since the last establishing one.
+    since_refresh: u32,
+    last_used: u64,
+}
+
+/// The sending side: compresses the inner packets of one direction.
+pub struct Compressor {
+    table: Box<[TxContext; CONTEXTS]>,
+    clock: u64,
+    /// The peer's acknowledgement: the highest data sequence number it received.
+    peer_ack: Option<u32>,
+    pub(crate) stats: CompressStats,
+}
+
+impl Default for Compressor {
+    fn default() -> Self {
+        Compressor {
+            table: Box::new([TxContext::default(); CONTEXTS]),
+            clock: 0,
+            peer_ack: None,
+            stats: CompressStats::default(),
+        }
+    }
+}
+
+impl Compressor {
+    /// The peer acknowledged data sequence numbers up to `ack` (its highest received).
+    pub fn on_ack(&mut self, ack: u32) {
+        if self.peer_ack.is_none_or(|a| ack.wrapping_sub(a) as i32 > 0) {
+            self.peer_ack = Some(ack);
+        }
+    }
+
+    /// The context slot of a flow: its own, or the one to (re)use.
+    fn slot(&self, addrs: &[u8; 12]) -> (usize, bool) {
+        let h = hash(addrs);
+        let mut victim = h % CONTEXTS;
+        for k in 0..PROBE {
+            let i = (h + k) % CONTEXTS;
+            let c = &self.table[i];
+            if c.used && c.st.addrs == *addrs {
+                return (i, true);
+            }
+            let v = &self.table[victim];
+            if v.used && (!c.used || c.last_used < v.last_used) {
+                victim = i;
+            }
+        }
+        (victim, false)
+    }
+
+    /// Rewrites `packet`, the inner packet of data sequence number `seq`, into the
+    /// establishing or the compressed form when it is a compressible IPv4/TCP packet whose
+    /// checksums verify; leaves anything else untouched. Never grows the packet.
+    pub fn compress(&mut self, seq: u32, packet: &mut Vec<u8>) {
+        let Some((st, refs, off)) = compressible(packet) else {
+            return;
+        };
+        if ip_checksum(packet) != be16(packet, 10) || !tcp_checksum_ok(packet) {
+            return;
+        }
+        self.clock += 1;
+        let (i, found) = self.slot(&st.addrs);
+        let tcp = &packet[IPV4..];
+        let tcp_seq = be32(tcp, 4);
+        let flags = tcp[13];
+        let payload = (tcp.len() - off) as u32;
+        let end = tcp_seq.wrapping_add(payload);
+        let c = &mut self.table[i];
+        let retransmit = found && payload > 0 && end.wrapping_sub(c.snd_nxt) as i32 <= 0;
+        if found && end.wrapping_sub(c.snd_nxt) as i32 > 0 {
+            c.snd_nxt = end;
+        }
+        if let (Some(first), Some(ack)) = (c.pending, self.peer_ack) {
+            if found && ack.wrapping_sub(first) as i32 >= 0 {
+                c.pending = None;
+            }
+        }
+        c.last_used = self.clock;
+        c.since_refresh += 1;
+        let establish = !found
+            || c.pending.is_some()
+            || c.st != st
+            || flags & SYN_FIN_RST != 0
+            || retransmit
+            || c.since_refresh >= REFRESH_EVERY;
+        if establish {
+            if !found {
+                *c = TxContext {
+                    used: true,
+                    pending: Some(seq),
+                    snd_nxt: end,
+                    last_used: self.clock,
+                    ..TxContext::default()
+                };
+            }
+            c.st = st;
+            c.refs = refs;
+            c.since_refresh = 0;
+            packet[0] = FORM_ESTABLISH;
+            packet[2] = i as u8;
+            packet[3] = 0;
+            self.stats.establishing += 1;
+            return;
+        }
+        // Compressed: build the header in a stack buffer, then move the options and
+        // payload down behind it.
+        let mut h = [0u8; COMPRESSED_FIXED + 8];
+        let mut f = 0;
+        h[1] = i as u8;
+        h[2] = tcp[12];
+        h[3] = flags;
+        h[4..8].copy_from_slice(&tcp[4..8]);
+        let mut n = 8;
+        if refs.ack != c.refs.ack {
+            f |= F_ACK;
+            h[n..n + 4].copy_from_slice(&tcp[8..12]);
+            n += 4;
+        }
+        if refs.window != c.refs.window {
+            f |= F_WINDOW;
+            h[n..n + 2].copy_from_slice(&tcp[14..16]);
+            n += 2;
+        }
+        if refs.ip_id != c.refs.ip_id {
+            f |= F_IP_ID;
+            h[n..n + 2].copy_from_slice(&packet[4..6]);
+            n += 2;
+        }
+        h[n..n + 2].copy_from_slice(&tcp[16..18]);
+        n += 2;
+        h[0] = FORM_COMPRESSED | f;
+        let rest = IPV4 + TCP;
+        let len = packet.len();
+        packet.copy_within(rest..len, n);
+        packet[..n].copy_from_slice(&h[..n]);
+        packet.truncate(len - rest + n);
+        self.stats.compressed += 1;
+        self.stats.bytes_saved += (rest - n) as u64;
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct RxContext {
+    used: bool,
+    st: Static,
+    refs: Refs,
+}
+
+/// Why a received inner packet could not be rebuilt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestoreError {
+    /// A compressed packet whose context this end never received.
+    UnknownContext,
+    /// Too short, a bad form, or a rebuilt segment whose checksum does not match.
+    Failed,
+}
+
+/// The receiving side: rebuilds the inner packets of one direction.
+pub struct Decompressor {
+    table: Box<[RxContext; CONTEXTS]>,
+    pub(crate) stats: CompressStats,
+}
+
+impl Default for Decompressor {
+    fn default() -> Self {
+        Decompressor {
+            table: Box::new([RxContext::default(); CONTEXTS]),
+            stats: CompressStats::default(),
+        }
+    }
+}
+
+impl Decompressor {
+    /// The flow of a received inner packet in either form, if its context is known (for
+    /// the flow table's reverse-direction learning before delivery).
+    pub fn flow_key(&self, packet: &[u8]) -> Option<FlowKey> {
+        let a = match *packet.first()? & 0xf0 {
+            FORM_ESTABLISH => {
+                let mut a = [0u8; 12];
+                a[..8].copy_from_slice(packet.get(12..20)?);
+                a[8..].copy_from_slice(packet.get(IPV4..IPV4 + 4)?);
+                a
+            }
+            FORM_COMPRESSED => {
+                let c = &self.table[usize::from(*packet.get(1)?)];
+                if !c.used {
+                    return None;
+                }
+                c.st.addrs
+            }
+            _ => return None,
+        };
+        Some(FlowKey {
+            protocol: PROTO_TCP,
+            src: IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3])),
+            dst: IpAddr::V4(Ipv4Addr::new(a[4], a[5], a[6], a[7])),
+            src_port: u16::from_be_bytes([a[8], a[9]]),
+            dst_port: u16::from_be_bytes([a[10], a[11]]),
+        })
+    }
+
+    /// Rebuilds `packet` in place into the inner packet it stands for. Packets in neither
+    /// form (their first nibble is not 1 or 2: IP packets) are left as they are. Never
+    /// panics, whatever the bytes.
+    pub fn restore(&mut self, packet: &mut Vec<u8>) -> Result<(), RestoreError> {
+        let r = match packet.first().map(|b| b & 0xf0) {
+            Some(FORM_ESTABLISH) => self.establish(packet),
+            Some(FORM_COMPRESSED) => self.decompress(packet),
+            _ => return Ok(()),
+        };
+        match r {
+            Ok(()) => {}
+            Err(RestoreError::UnknownContext) => self.stats.unknown_context += 1,
+            Err(RestoreError::Failed) => self.stats.failed += 1,
+        }
+        r
+    }
+
+    fn establish(&mut self, p: &mut [u8]) -> Result<(), RestoreError> {
+        if p[0] != FORM_ESTABLISH || p.len() < IPV4 + TCP || p.len() > usize::from(u16::MAX) {
+            return Err(RestoreError::Failed);
+        }
+        let ctx = usize::from(p[2]);
+        p[0] = 0x45;
+        let len = p.len() as u16;
+        p[2..4].copy_from_slice(&len.to_be_bytes());
+        let Some((st, refs, _)) = compressible(p) else {
+            return Err(RestoreError::Failed);
+        };
+        self.table[ctx] = RxContext {
+            used: true,
+            st,
+            refs,
+        };
+        Ok(())
+    }
+
+    fn decompress(&mut self, p: &mut Vec<u8>) -> Result<(), RestoreError> {
+        let f = p[0] & 0x0f;
+        if f & !(F_ACK | F_WINDOW | F_IP_ID) != 0 || p.len() < COMPRESSED_FIXED {
+            return Err(RestoreError::Failed);
+        }
+        let c = self.table[usize::from(p[1])];
+        if !c.used {
+            return Err(RestoreError::UnknownContext);
+        }
+        let (off_byte, flags, seq) = (p[2], p[3], be32(p, 4));
+        let mut n = 8;
+        let mut field = |len: usize| -> Result<usize, RestoreError> {
+            let at = n;
+            n += len;
+            if n > p.len() {
+                return Err(RestoreError::Failed);
+            }
+            Ok(at)
+        };
+        let ack = if f & F_ACK != 0 {
+            be32(p, field(4)?)
+        } else {
+            c.refs.ack
+        };
+        let window = if f & F_WINDOW != 0 {
+            be16(p, field(2)?)
+        } else {
+            c.refs.window
+        };
+        let ip_id = if f & F_IP_ID != 0 {
+            be16(p, field(2)?)
+        } else {
+            c.refs.ip_id
+        };
+        let checksum = be16(p, field(2)?);
+        let off = usize::from(off_byte >> 4) * 4;
+        let rest = p.len() - n;
+        let total = IPV4 + TCP + rest;
+        if off < TCP || off - TCP > rest || total > usize::from(u16::MAX) || flags & URG != 0 {
+            return Err(RestoreError::Failed);
+        }
+        p.resize(total, 0);
+        p.copy_within(n..n + rest, IPV4 + TCP);
+        let ip = &mut p[..IPV4];
+        ip[0] = 0x45;
+        ip[1] = c.st.tos;
+        ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        ip[4..6].copy_from_slice(&ip_id.to_be_bytes());
+        ip[6..8].copy_from_slice(&c.st.frag.to_be_bytes());
+        ip[8] = c.st.ttl;
+        ip[9] = PROTO_TCP;
+        ip[10..12].fill(0);
+        ip[12..20].copy_from_slice(&c.st.addrs[..8]);
+        let ipc = ip_checksum(ip);
+        ip[10..12].copy_from_slice(&ipc.to_be_bytes());
+        let tcp = &mut p[IPV4..IPV4 + TCP];
+        tcp[..4].copy_from_slice(&c.st.addrs[8..]);
+        tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+        tcp[8..12].copy_from_slice(&ack.to_be_bytes());
+        tcp[12] = off_byte;
+        tcp[13] = flags;
+        tcp[14..16].copy_from_slice(&window.to_be_bytes());
+        tcp[16..18].copy_from_slice(&checksum.to_be_bytes());
+        tcp[18..20].fill(0);
+        if !tcp_checksum_ok(p) {
+            return Err(RestoreError::Failed);
+        }
+        self.stats.decompressed += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
