@@ -8,46 +8,62 @@
 //! multipath delivery, where packets arrive out of order, are lost, or are skipped by the
 //! hole timeout:
 //!
-//! - **No deltas against a previous packet.** Sequence number, acknowledgement number,
-//!   window and IP identification travel absolutely. The acknowledgement number, window
-//!   and IP identification may instead be left out when they equal the context's
-//!   *reference* values, which only an establishing packet sets (RFC 1144 and ROHC-TCP
-//!   encode them against the previous packet, which a lost or reordered packet breaks).
+//! - **No deltas against a previous packet.** The acknowledgement number, window, IP
+//!   identification and TCP data offset are either carried or equal to the context's
+//!   *reference* values, which only a packet in the establishing form sets (RFC 1144 and
+//!   ROHC-TCP encode them against the previous packet, which a lost packet breaks). The
+//!   sequence and acknowledgement numbers travel as their low 24 bits, which the
+//!   decompressor completes to the value nearest the latest one it restored for the flow
+//!   (ROHC's W-LSB with a window of 2^23: it takes megabytes of one flow lost or
+//!   reordered to break it, not one packet); a number farther than 2^22 from the previous
+//!   packet's travels in full.
 //! - **The TCP checksum is carried**, as in RFC 1144 and RFC 6846, and the decompressor
 //!   verifies the rebuilt segment against it: a packet decompressed with the wrong context
-//!   (a context reused for another flow while an old packet was late) is caught and counted,
-//!   never delivered with a recomputed, fake-valid checksum. Only packets whose IPv4 and
-//!   TCP checksums verify are compressed; the others travel in full, so a segment the inner
-//!   sender corrupted reaches the inner receiver as it was sent. The IPv4 header checksum is
-//!   recomputed (the envelope authenticates the bytes; it verified at the compressor).
-//! - **Options and payload travel verbatim**; lengths follow from the packet length.
+//!   (a context reused for another flow, or refreshed, while the packet was late) is caught
+//!   and counted, never delivered with a recomputed, fake-valid checksum. Only packets
+//!   whose IPv4 and TCP checksums verify are compressed; the others travel in full, so a
+//!   segment the inner sender corrupted reaches the inner receiver as it was sent. The IPv4
+//!   header checksum is recomputed (it verified at the compressor, and the envelope
+//!   authenticates the bytes in between).
+//! - **Options and payload travel verbatim** (timestamps, SACK blocks); lengths follow from
+//!   the packet length.
 //! - **Establishing packets cost nothing**: the establishing form is the full packet with
-//!   its first four bytes rewritten (version/IHL, which is always `0x45` here, and the
-//!   total length, implied by the packet length, give way to the form and the context id),
-//!   so it never exceeds the inner MTU.
+//!   its first four bytes rewritten (version/IHL, always `0x45` here, and the total length,
+//!   implied by the packet length, give way to the form, the context id and a flag), so it
+//!   never exceeds the inner MTU.
 //!
 //! Context establishment: the compressor sends a flow's packets in the establishing form
 //! until the peer's acknowledgement (its highest data sequence number received) reaches
 //! the first of them; the resequencer delivers in data-sequence order and decompression
-//! runs after it, so the context precedes the compressed packets that use it. SYN, FIN and
-//! RST segments, inner TCP retransmissions (a segment that does not advance the flow's
-//! sequence space) and every [`REFRESH_EVERY`]th packet of a context travel in the
-//! establishing form too, so a receiver that lost a context (all of its establishing
-//! packets lost and not recovered) gets it back within a few packets, and the loss costs
-//! at most what the inner TCP repairs.
+//! runs after it (`Session::poll_deliver`), so the context precedes the compressed packets
+//! that use it. SYN, FIN and RST segments, the first segment after a SYN (whose window and
+//! options differ from the rest), inner TCP retransmissions (a segment that does not
+//! advance the flow's sequence space) and every [`REFRESH_EVERY`]th packet of a context
+//! travel in the establishing form too. A retransmission is flagged as one, and the
+//! receiving end then sends its next packet of the reverse flow (an acknowledgement) in
+//! the establishing form as well: so if a receiver ever lacks a context (all of a flow's
+//! establishing packets lost and not recovered), the inner TCP's own retransmission
+//! restores it in both directions, and the loss costs what the inner TCP repairs. A
+//! compressed packet whose context is unknown is dropped and counted
+//! ([`CompressStats::unknown_context`]).
 //!
 //! Wire forms (docs/wire.md, "Inner header compression"); the first nibble is never 4 or 6,
 //! so an uncompressed IP packet passes through unchanged:
 //!
 //! ```text
-//! establishing: | 0x10 | TOS | context id | 0 | IPv4 header bytes 4.. | TCP segment ... |
-//! compressed:   | 0x20 | f | context id | TCP offset byte | TCP flags | seq (4) |
-//!               [ack (4) if f & 1] [window (2) if f & 2] [IP id (2) if f & 4] |
-//!               TCP checksum (2) | TCP options | payload |
+//! establishing: | 0x10 | TOS | context id | flags: 1 = retransmission |
+//!               | IPv4 header bytes 4-19 | TCP segment ... |
+//! compressed:   | 0x20 + W 0x10 + O 8 + I 4 + D 2 + A 1 | context id |
+//!               | [TCP offset byte if O] | TCP flags |
+//!               | seq (3, or 4 if W) | [ack (3, or 4 if W) if A] | [window (2) if D] |
+//!               | [IP id (2) if I] | TCP checksum (2) | TCP options | payload |
 //! ```
 //!
+//! A full-size data segment of a bulk download compresses to 8-10 bytes of header instead
+//! of 40; a pure acknowledgement to 11-13 (with its options).
+//!
 //! Both tables are fixed arrays ([`CONTEXTS`] entries per direction); nothing on the hot
-//! path allocates (decompression grows the caller's buffer by at most 30 bytes).
+//! path allocates (decompression grows the caller's buffer by at most 32 bytes).
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -58,19 +74,36 @@ pub const CONTEXTS: usize = 256;
 /// Slots probed for a flow's context (from its hash); the least recently used is reused.
 const PROBE: usize = 8;
 /// Every this many packets of a context, one travels in the establishing form.
-pub const REFRESH_EVERY: u32 = 64;
+pub const REFRESH_EVERY: u32 = 256;
 /// First byte of the establishing form.
 pub const FORM_ESTABLISH: u8 = 0x10;
-/// First nibble of the compressed form.
+/// In the establishing form's fourth byte: the packet is an inner TCP retransmission.
+const EST_RETRANSMIT: u8 = 1;
+/// First nibble of the compressed form (with 3-byte sequence and acknowledgement offsets).
 pub const FORM_COMPRESSED: u8 = 0x20;
+/// First nibble of the compressed form with absolute sequence and acknowledgement numbers.
+pub const FORM_COMPRESSED_WIDE: u8 = FORM_COMPRESSED | WIDE;
 const F_ACK: u8 = 1;
 const F_WINDOW: u8 = 2;
 const F_IP_ID: u8 = 4;
-/// Fixed part of the compressed form: form, context id, offset, flags, seq, checksum.
-const COMPRESSED_FIXED: usize = 10;
+const F_OFFSET: u8 = 8;
+/// In the first byte of the compressed form: sequence and acknowledgement numbers are
+/// absolute (4 bytes), not 3-byte offsets from the references.
+const WIDE: u8 = 0x10;
+/// Shortest compressed form: form, context id, flags, 3-byte seq, checksum.
+const COMPRESSED_MIN: usize = 8;
+/// Longest compressed header.
+const COMPRESSED_MAX: usize = 18;
+/// A sequence or acknowledgement number travels in 3 bytes (its low 24 bits) when it is
+/// within this distance of the one in the flow's previous packet; the receiver takes the
+/// value nearest the one in the latest packet of the flow it restored, which is right
+/// while the two are within 2^23 (4 MB of the flow lost or reordered in between would be
+/// needed to break it, and the checksum catches that).
+const NARROW: u32 = 1 << 22;
 const IPV4: usize = 20;
 const TCP: usize = 20;
 const URG: u8 = 0x20;
+const TCP_SYN: u8 = 0x02;
 const SYN_FIN_RST: u8 = 0x07;
 
 /// Counters of both directions.
@@ -144,9 +177,12 @@ struct Static {
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Refs {
+    seq: u32,
     ack: u32,
     window: u16,
     ip_id: u16,
+    /// TCP data offset and reserved bits (byte 12).
+    offset: u8,
 }
 
 /// Reads the fields of a compressible packet: IPv4 without options, not a fragment, TCP
@@ -174,9 +210,11 @@ fn compressible(p: &[u8]) -> Option<(Static, Refs, usize)> {
         ttl: p[8],
     };
     let refs = Refs {
+        seq: be32(tcp, 4),
         ack: be32(tcp, 8),
         window: be16(tcp, 14),
         ip_id: be16(p, 4),
+        offset: tcp[12],
     };
     Some((st, refs, off))
 }
@@ -201,6 +239,11 @@ struct TxContext {
     pending: Option<u32>,
     /// The end of the flow's sequence space sent so far (seq + payload length).
     snd_nxt: u32,
+    /// The sequence and acknowledgement numbers of the latest packet sent.
+    prev_seq: u32,
+    prev_ack: u32,
+    /// The references came from a SYN, whose window and options differ from the rest.
+    syn_refs: bool,
     /// Packets since the last establishing one.
     since_refresh: u32,
     last_used: u64,
@@ -231,6 +274,21 @@ impl Compressor {
     pub fn on_ack(&mut self, ack: u32) {
         if self.peer_ack.is_none_or(|a| ack.wrapping_sub(a) as i32 > 0) {
             self.peer_ack = Some(ack);
+        }
+    }
+
+    /// The peer retransmitted a segment of the reverse of flow `addrs` (IPv4 addresses,
+    /// then ports, as the peer sent them): what we sent of the flow (acknowledgements) may
+    /// not have got through, possibly for want of our context.
+    /// The next packet of ours of the flow travels in the establishing form.
+    pub fn refresh_reverse(&mut self, addrs: &[u8; 12]) {
+        let mut rev = [0u8; 12];
+        rev[..4].copy_from_slice(&addrs[4..8]);
+        rev[4..8].copy_from_slice(&addrs[..4]);
+        rev[8..10].copy_from_slice(&addrs[10..12]);
+        rev[10..12].copy_from_slice(&addrs[8..10]);
+        if let (i, true) = self.slot(&rev) {
+            self.table[i].since_refresh = REFRESH_EVERY;
         }
     }
 
@@ -265,28 +323,36 @@ impl Compressor {
         self.clock += 1;
         let (i, found) = self.slot(&st.addrs);
         let tcp = &packet[IPV4..];
-        let tcp_seq = be32(tcp, 4);
+        let (tcp_seq, ack) = (be32(tcp, 4), be32(tcp, 8));
         let flags = tcp[13];
         let payload = (tcp.len() - off) as u32;
         let end = tcp_seq.wrapping_add(payload);
         let c = &mut self.table[i];
-        let retransmit = found && payload > 0 && end.wrapping_sub(c.snd_nxt) as i32 <= 0;
-        if found && end.wrapping_sub(c.snd_nxt) as i32 > 0 {
-            c.snd_nxt = end;
-        }
-        if let (Some(first), Some(ack)) = (c.pending, self.peer_ack) {
-            if found && ack.wrapping_sub(first) as i32 >= 0 {
-                c.pending = None;
+        let mut refresh = c.since_refresh + 1 >= REFRESH_EVERY;
+        let mut retransmit = false;
+        if found {
+            // An inner TCP retransmission (a segment that does not advance the sequence
+            // space): the peer may miss the context.
+            retransmit = payload > 0 && end.wrapping_sub(c.snd_nxt) as i32 <= 0;
+            refresh |= retransmit;
+            if end.wrapping_sub(c.snd_nxt) as i32 > 0 {
+                c.snd_nxt = end;
             }
+            if let (Some(first), Some(a)) = (c.pending, self.peer_ack) {
+                if a.wrapping_sub(first) as i32 >= 0 {
+                    c.pending = None;
+                }
+            }
+            c.since_refresh += 1;
         }
         c.last_used = self.clock;
-        c.since_refresh += 1;
+        let syn = flags & TCP_SYN != 0;
         let establish = !found
             || c.pending.is_some()
             || c.st != st
             || flags & SYN_FIN_RST != 0
-            || retransmit
-            || c.since_refresh >= REFRESH_EVERY;
+            || (c.syn_refs && !syn)
+            || refresh;
         if establish {
             if !found {
                 *c = TxContext {
@@ -299,39 +365,49 @@ impl Compressor {
             }
             c.st = st;
             c.refs = refs;
+            (c.prev_seq, c.prev_ack) = (tcp_seq, ack);
+            c.syn_refs = syn;
             c.since_refresh = 0;
             packet[0] = FORM_ESTABLISH;
             packet[2] = i as u8;
-            packet[3] = 0;
+            packet[3] = if retransmit { EST_RETRANSMIT } else { 0 };
             self.stats.establishing += 1;
             return;
         }
         // Compressed: build the header in a stack buffer, then move the options and
         // payload down behind it.
-        let mut h = [0u8; COMPRESSED_FIXED + 8];
-        let mut f = 0;
+        let r = c.refs;
+        let near = |v: u32, latest: u32| v.wrapping_sub(latest).wrapping_add(NARROW) < 2 * NARROW;
+        let wide = !near(tcp_seq, c.prev_seq) || (ack != r.ack && !near(ack, c.prev_ack));
+        (c.prev_seq, c.prev_ack) = (tcp_seq, ack);
+        let mut h = [0u8; COMPRESSED_MAX];
+        let mut f = if wide { WIDE } else { 0 };
         h[1] = i as u8;
-        h[2] = tcp[12];
-        h[3] = flags;
-        h[4..8].copy_from_slice(&tcp[4..8]);
-        let mut n = 8;
-        if refs.ack != c.refs.ack {
+        let mut n = 2;
+        let mut put = |h: &mut [u8; COMPRESSED_MAX], bytes: &[u8]| {
+            h[n..n + bytes.len()].copy_from_slice(bytes);
+            n += bytes.len();
+        };
+        if tcp[12] != r.offset {
+            f |= F_OFFSET;
+            put(&mut h, &[tcp[12]]);
+        }
+        put(&mut h, &[flags]);
+        let from = if wide { 0 } else { 1 };
+        put(&mut h, &tcp_seq.to_be_bytes()[from..]);
+        if ack != r.ack {
             f |= F_ACK;
-            h[n..n + 4].copy_from_slice(&tcp[8..12]);
-            n += 4;
+            put(&mut h, &ack.to_be_bytes()[from..]);
         }
-        if refs.window != c.refs.window {
+        if refs.window != r.window {
             f |= F_WINDOW;
-            h[n..n + 2].copy_from_slice(&tcp[14..16]);
-            n += 2;
+            put(&mut h, &tcp[14..16]);
         }
-        if refs.ip_id != c.refs.ip_id {
+        if refs.ip_id != r.ip_id {
             f |= F_IP_ID;
-            h[n..n + 2].copy_from_slice(&packet[4..6]);
-            n += 2;
+            put(&mut h, &packet[4..6]);
         }
-        h[n..n + 2].copy_from_slice(&tcp[16..18]);
-        n += 2;
+        put(&mut h, &tcp[16..18]);
         h[0] = FORM_COMPRESSED | f;
         let rest = IPV4 + TCP;
         let len = packet.len();
@@ -348,6 +424,17 @@ struct RxContext {
     used: bool,
     st: Static,
     refs: Refs,
+    /// The sequence and acknowledgement numbers of the latest packet restored: what the
+    /// low 24 bits of a narrow compressed packet are completed against.
+    latest_seq: u32,
+    latest_ack: u32,
+}
+
+/// The number with low 24 bits `low` nearest `latest`.
+fn complete(low: u32, latest: u32) -> u32 {
+    let d = low.wrapping_sub(latest) & 0x00ff_ffff;
+    // Sign-extend the 24-bit difference.
+    latest.wrapping_add(((d << 8) as i32 >> 8) as u32)
 }
 
 /// Why a received inner packet could not be rebuilt.
@@ -362,6 +449,9 @@ pub enum RestoreError {
 /// The receiving side: rebuilds the inner packets of one direction.
 pub struct Decompressor {
     table: Box<[RxContext; CONTEXTS]>,
+    /// The flow of the latest retransmission restored from the establishing form, until
+    /// taken.
+    established: Option<[u8; 12]>,
     pub(crate) stats: CompressStats,
 }
 
@@ -369,6 +459,7 @@ impl Default for Decompressor {
     fn default() -> Self {
         Decompressor {
             table: Box::new([RxContext::default(); CONTEXTS]),
+            established: None,
             stats: CompressStats::default(),
         }
     }
@@ -385,7 +476,7 @@ impl Decompressor {
                 a[8..].copy_from_slice(packet.get(IPV4..IPV4 + 4)?);
                 a
             }
-            FORM_COMPRESSED => {
+            FORM_COMPRESSED | FORM_COMPRESSED_WIDE => {
                 let c = &self.table[usize::from(*packet.get(1)?)];
                 if !c.used {
                     return None;
@@ -403,13 +494,19 @@ impl Decompressor {
         })
     }
 
+    /// The flow (IPv4 addresses, then ports) of the latest inner TCP retransmission restored
+    /// from the establishing form, once: for [`Compressor::refresh_reverse`].
+    pub fn take_established(&mut self) -> Option<[u8; 12]> {
+        self.established.take()
+    }
+
     /// Rebuilds `packet` in place into the inner packet it stands for. Packets in neither
     /// form (their first nibble is not 1 or 2: IP packets) are left as they are. Never
     /// panics, whatever the bytes.
     pub fn restore(&mut self, packet: &mut Vec<u8>) -> Result<(), RestoreError> {
         let r = match packet.first().map(|b| b & 0xf0) {
             Some(FORM_ESTABLISH) => self.establish(packet),
-            Some(FORM_COMPRESSED) => self.decompress(packet),
+            Some(FORM_COMPRESSED | FORM_COMPRESSED_WIDE) => self.decompress(packet),
             _ => return Ok(()),
         };
         match r {
@@ -425,56 +522,76 @@ impl Decompressor {
             return Err(RestoreError::Failed);
         }
         let ctx = usize::from(p[2]);
+        let retransmit = p[3] & EST_RETRANSMIT != 0;
         p[0] = 0x45;
         let len = p.len() as u16;
         p[2..4].copy_from_slice(&len.to_be_bytes());
         let Some((st, refs, _)) = compressible(p) else {
             return Err(RestoreError::Failed);
         };
+        if retransmit {
+            self.established = Some(st.addrs);
+        }
         self.table[ctx] = RxContext {
             used: true,
             st,
             refs,
+            latest_seq: refs.seq,
+            latest_ack: refs.ack,
         };
         Ok(())
     }
 
     fn decompress(&mut self, p: &mut Vec<u8>) -> Result<(), RestoreError> {
-        let f = p[0] & 0x0f;
-        if f & !(F_ACK | F_WINDOW | F_IP_ID) != 0 || p.len() < COMPRESSED_FIXED {
+        let f = p[0] & 0x1f;
+        if p.len() < COMPRESSED_MIN {
             return Err(RestoreError::Failed);
         }
-        let c = self.table[usize::from(p[1])];
+        let ctx = p[1];
+        let c = self.table[usize::from(ctx)];
         if !c.used {
             return Err(RestoreError::UnknownContext);
         }
-        let (off_byte, flags, seq) = (p[2], p[3], be32(p, 4));
-        let mut n = 8;
-        let mut field = |len: usize| -> Result<usize, RestoreError> {
-            let at = n;
+        let r = c.refs;
+        let mut n = 2;
+        let mut field = |len: usize| -> Result<u32, RestoreError> {
+            let b = p.get(n..n + len).ok_or(RestoreError::Failed)?;
             n += len;
-            if n > p.len() {
-                return Err(RestoreError::Failed);
-            }
-            Ok(at)
+            Ok(b.iter().fold(0u32, |v, &x| v << 8 | u32::from(x)))
         };
-        let ack = if f & F_ACK != 0 {
-            be32(p, field(4)?)
+        let offset = if f & F_OFFSET != 0 {
+            field(1)? as u8
         } else {
-            c.refs.ack
+            r.offset
+        };
+        let flags = field(1)? as u8;
+        let number = |field: &mut dyn FnMut(usize) -> Result<u32, RestoreError>,
+                      latest: u32|
+         -> Result<u32, RestoreError> {
+            if f & WIDE != 0 {
+                field(4)
+            } else {
+                Ok(complete(field(3)?, latest))
+            }
+        };
+        let seq = number(&mut field, c.latest_seq)?;
+        let ack = if f & F_ACK != 0 {
+            number(&mut field, c.latest_ack)?
+        } else {
+            r.ack
         };
         let window = if f & F_WINDOW != 0 {
-            be16(p, field(2)?)
+            field(2)? as u16
         } else {
-            c.refs.window
+            r.window
         };
         let ip_id = if f & F_IP_ID != 0 {
-            be16(p, field(2)?)
+            field(2)? as u16
         } else {
-            c.refs.ip_id
+            r.ip_id
         };
-        let checksum = be16(p, field(2)?);
-        let off = usize::from(off_byte >> 4) * 4;
+        let checksum = field(2)? as u16;
+        let off = usize::from(offset >> 4) * 4;
         let rest = p.len() - n;
         let total = IPV4 + TCP + rest;
         if off < TCP || off - TCP > rest || total > usize::from(u16::MAX) || flags & URG != 0 {
@@ -498,7 +615,7 @@ impl Decompressor {
         tcp[..4].copy_from_slice(&c.st.addrs[8..]);
         tcp[4..8].copy_from_slice(&seq.to_be_bytes());
         tcp[8..12].copy_from_slice(&ack.to_be_bytes());
-        tcp[12] = off_byte;
+        tcp[12] = offset;
         tcp[13] = flags;
         tcp[14..16].copy_from_slice(&window.to_be_bytes());
         tcp[16..18].copy_from_slice(&checksum.to_be_bytes());
@@ -506,6 +623,9 @@ impl Decompressor {
         if !tcp_checksum_ok(p) {
             return Err(RestoreError::Failed);
         }
+        let latest = &mut self.table[usize::from(ctx)];
+        latest.latest_seq = seq;
+        latest.latest_ack = ack;
         self.stats.decompressed += 1;
         Ok(())
     }

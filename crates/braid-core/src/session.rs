@@ -686,6 +686,9 @@ impl Session {
             if self.decompressor.restore(out).is_err() {
                 continue;
             }
+            if let Some(flow) = self.decompressor.take_established() {
+                self.compressor.refresh_reverse(&flow);
+            }
             self.stats.delivered_packets += 1;
             self.stats.delivered_bytes += out.len() as u64;
             return true;
