@@ -11,7 +11,13 @@
 //! - **No deltas against a previous packet.** The acknowledgement number, window, IP
 //!   identification and TCP data offset are either carried or equal to the context's
 //!   *reference* values, which only a packet in the establishing form sets (RFC 1144 and
-//!   ROHC-TCP encode them against the previous packet, which a lost packet breaks). The
+//!   ROHC-TCP encode them against the previous packet, which a lost packet breaks). A
+//!   field is left out only when the two latest establishing packets agree on it, so a
+//!   receiver that missed the latest one (lost, or skipped by the hole timeout) still
+//!   restores it; establishing packets carry a 7-bit generation, so one delivered late
+//!   does not take the receiver's references back; and a compressed packet delivered late,
+//!   after an establishing packet changed the references, is rebuilt with the previous
+//!   ones when the current ones fail its checksum. The
 //!   sequence and acknowledgement numbers travel as their low 24 bits, which the
 //!   decompressor completes to the value nearest the latest one it restored for the flow
 //!   (ROHC's W-LSB with a window of 2^23: it takes megabytes of one flow lost or
@@ -36,8 +42,8 @@
 //! until the peer's acknowledgement (its highest data sequence number received) reaches
 //! the first of them; the resequencer delivers in data-sequence order and decompression
 //! runs after it (`Session::poll_deliver`), so the context precedes the compressed packets
-//! that use it. SYN, FIN and RST segments, the first segment after a SYN (whose window and
-//! options differ from the rest), inner TCP retransmissions (a segment that does not
+//! that use it. SYN, FIN and RST segments, the first two segments after a SYN (whose window
+//! and options differ from the rest), inner TCP retransmissions (a segment that does not
 //! advance the flow's sequence space) and every [`REFRESH_EVERY`]th packet of a context
 //! travel in the establishing form too. A retransmission is flagged as one, and the
 //! receiving end then sends its next packet of the reverse flow (an acknowledgement) in
@@ -51,7 +57,7 @@
 //! so an uncompressed IP packet passes through unchanged:
 //!
 //! ```text
-//! establishing: | 0x10 | TOS | context id | flags: 1 = retransmission |
+//! establishing: | 0x10 | TOS | context id | generation (7 bits) << 1 | retransmission |
 //!               | IPv4 header bytes 4-19 | TCP segment ... |
 //! compressed:   | 0x20 + W 0x10 + O 8 + I 4 + D 2 + A 1 | context id |
 //!               | [TCP offset byte if O] | TCP flags |
@@ -77,7 +83,8 @@ const PROBE: usize = 8;
 pub const REFRESH_EVERY: u32 = 256;
 /// First byte of the establishing form.
 pub const FORM_ESTABLISH: u8 = 0x10;
-/// In the establishing form's fourth byte: the packet is an inner TCP retransmission.
+/// In the establishing form's fourth byte: the packet is an inner TCP retransmission. The
+/// other seven bits are the generation.
 const EST_RETRANSMIT: u8 = 1;
 /// First nibble of the compressed form (with 3-byte sequence and acknowledgement offsets).
 pub const FORM_COMPRESSED: u8 = 0x20;
@@ -219,6 +226,11 @@ fn compressible(p: &[u8]) -> Option<(Static, Refs, usize)> {
     Some((st, refs, off))
 }
 
+/// The value both references hold, if they agree.
+fn agreed<T: PartialEq>(a: T, b: T) -> Option<T> {
+    (a == b).then_some(a)
+}
+
 fn hash(addrs: &[u8; 12]) -> usize {
     // FNV-1a: the table is small and the flows are the peer's, not an attacker's choice
     // (a collision only costs compression).
@@ -243,7 +255,13 @@ struct TxContext {
     prev_seq: u32,
     prev_ack: u32,
     /// The references came from a SYN, whose window and options differ from the rest.
-    syn_refs: bool,
+    /// Packets still to send in the establishing form after a SYN (whose window and
+    /// options differ from the rest), so that two in a row agree on the references.
+    settle: u8,
+    /// The references of the establishing packet before the latest: a field is left out
+    /// only when both agree on it, so a receiver that missed the latest establishing
+    /// packet (lost, or skipped by the hole timeout) still restores it right.
+    prev_refs: Refs,
     /// Packets since the last establishing one.
     since_refresh: u32,
     last_used: u64,
@@ -252,6 +270,8 @@ struct TxContext {
 /// The sending side: compresses the inner packets of one direction.
 pub struct Compressor {
     table: Box<[TxContext; CONTEXTS]>,
+    /// Per slot: the generation (7 bits) of its latest establishing packet.
+    generation: Box<[u8; CONTEXTS]>,
     clock: u64,
     /// The peer's acknowledgement: the highest data sequence number it received.
     peer_ack: Option<u32>,
@@ -262,6 +282,7 @@ impl Default for Compressor {
     fn default() -> Self {
         Compressor {
             table: Box::new([TxContext::default(); CONTEXTS]),
+            generation: Box::new([0; CONTEXTS]),
             clock: 0,
             peer_ack: None,
             stats: CompressStats::default(),
@@ -351,7 +372,7 @@ impl Compressor {
             || c.pending.is_some()
             || c.st != st
             || flags & SYN_FIN_RST != 0
-            || (c.syn_refs && !syn)
+            || (c.settle > 0 && !syn)
             || refresh;
         if establish {
             if !found {
@@ -364,21 +385,28 @@ impl Compressor {
                 };
             }
             c.st = st;
+            c.prev_refs = if found { c.refs } else { refs };
             c.refs = refs;
             (c.prev_seq, c.prev_ack) = (tcp_seq, ack);
-            c.syn_refs = syn;
+            c.settle = if syn { 2 } else { c.settle.saturating_sub(1) };
             c.since_refresh = 0;
             packet[0] = FORM_ESTABLISH;
             packet[2] = i as u8;
-            packet[3] = if retransmit { EST_RETRANSMIT } else { 0 };
+            // Generations never repeat within 63 establishing packets of a slot, whichever
+            // flow holds it, so a late one is known for old.
+            self.generation[i] = self.generation[i].wrapping_add(1) & 0x7f;
+            packet[3] = self.generation[i] << 1 | u8::from(retransmit);
             self.stats.establishing += 1;
             return;
         }
         // Compressed: build the header in a stack buffer, then move the options and
         // payload down behind it.
-        let r = c.refs;
+        // What the receiver restores an absent field to, whichever of the two latest
+        // establishing packets it got; `None` when they differ.
+        let (r, p) = (c.refs, c.prev_refs);
+        let ack_ref = agreed(r.ack, p.ack);
         let near = |v: u32, latest: u32| v.wrapping_sub(latest).wrapping_add(NARROW) < 2 * NARROW;
-        let wide = !near(tcp_seq, c.prev_seq) || (ack != r.ack && !near(ack, c.prev_ack));
+        let wide = !near(tcp_seq, c.prev_seq) || (ack_ref != Some(ack) && !near(ack, c.prev_ack));
         (c.prev_seq, c.prev_ack) = (tcp_seq, ack);
         let mut h = [0u8; COMPRESSED_MAX];
         let mut f = if wide { WIDE } else { 0 };
@@ -388,22 +416,22 @@ impl Compressor {
             h[n..n + bytes.len()].copy_from_slice(bytes);
             n += bytes.len();
         };
-        if tcp[12] != r.offset {
+        if agreed(r.offset, p.offset) != Some(tcp[12]) {
             f |= F_OFFSET;
             put(&mut h, &[tcp[12]]);
         }
         put(&mut h, &[flags]);
         let from = if wide { 0 } else { 1 };
         put(&mut h, &tcp_seq.to_be_bytes()[from..]);
-        if ack != r.ack {
+        if ack_ref != Some(ack) {
             f |= F_ACK;
             put(&mut h, &ack.to_be_bytes()[from..]);
         }
-        if refs.window != r.window {
+        if agreed(r.window, p.window) != Some(refs.window) {
             f |= F_WINDOW;
             put(&mut h, &tcp[14..16]);
         }
-        if refs.ip_id != r.ip_id {
+        if agreed(r.ip_id, p.ip_id) != Some(refs.ip_id) {
             f |= F_IP_ID;
             put(&mut h, &packet[4..6]);
         }
@@ -424,10 +452,14 @@ struct RxContext {
     used: bool,
     st: Static,
     refs: Refs,
+    /// The references before the latest establishing packet changed them.
+    prev_refs: Refs,
     /// The sequence and acknowledgement numbers of the latest packet restored: what the
     /// low 24 bits of a narrow compressed packet are completed against.
     latest_seq: u32,
     latest_ack: u32,
+    /// The generation of the establishing packet the context came from.
+    generation: u8,
 }
 
 /// The number with low 24 bits `low` nearest `latest`.
@@ -523,6 +555,7 @@ impl Decompressor {
         }
         let ctx = usize::from(p[2]);
         let retransmit = p[3] & EST_RETRANSMIT != 0;
+        let generation = p[3] >> 1;
         p[0] = 0x45;
         let len = p.len() as u16;
         p[2..4].copy_from_slice(&len.to_be_bytes());
@@ -532,13 +565,26 @@ impl Decompressor {
         if retransmit {
             self.established = Some(st.addrs);
         }
-        self.table[ctx] = RxContext {
-            used: true,
-            st,
-            refs,
-            latest_seq: refs.seq,
-            latest_ack: refs.ack,
-        };
+        let c = &mut self.table[ctx];
+        // An establishing packet delivered late (after the hole timeout gave it up) must
+        // not take the context back to older references.
+        let newer = generation.wrapping_sub(c.generation) & 0x7f;
+        if !c.used || (1..64).contains(&newer) {
+            let prev_refs = if c.used && c.st.addrs == st.addrs {
+                c.refs
+            } else {
+                refs
+            };
+            *c = RxContext {
+                used: true,
+                st,
+                refs,
+                prev_refs,
+                latest_seq: refs.seq,
+                latest_ack: refs.ack,
+                generation,
+            };
+        }
         Ok(())
     }
 
@@ -552,7 +598,6 @@ impl Decompressor {
         if !c.used {
             return Err(RestoreError::UnknownContext);
         }
-        let r = c.refs;
         let mut n = 2;
         let mut field = |len: usize| -> Result<u32, RestoreError> {
             let b = p.get(n..n + len).ok_or(RestoreError::Failed)?;
@@ -560,9 +605,9 @@ impl Decompressor {
             Ok(b.iter().fold(0u32, |v, &x| v << 8 | u32::from(x)))
         };
         let offset = if f & F_OFFSET != 0 {
-            field(1)? as u8
+            Some(field(1)? as u8)
         } else {
-            r.offset
+            None
         };
         let flags = field(1)? as u8;
         let number = |field: &mut dyn FnMut(usize) -> Result<u32, RestoreError>,
@@ -576,58 +621,73 @@ impl Decompressor {
         };
         let seq = number(&mut field, c.latest_seq)?;
         let ack = if f & F_ACK != 0 {
-            number(&mut field, c.latest_ack)?
+            Some(number(&mut field, c.latest_ack)?)
         } else {
-            r.ack
+            None
         };
         let window = if f & F_WINDOW != 0 {
-            field(2)? as u16
+            Some(field(2)? as u16)
         } else {
-            r.window
+            None
         };
         let ip_id = if f & F_IP_ID != 0 {
-            field(2)? as u16
+            Some(field(2)? as u16)
         } else {
-            r.ip_id
+            None
         };
         let checksum = field(2)? as u16;
-        let off = usize::from(offset >> 4) * 4;
         let rest = p.len() - n;
         let total = IPV4 + TCP + rest;
-        if off < TCP || off - TCP > rest || total > usize::from(u16::MAX) || flags & URG != 0 {
+        if total > usize::from(u16::MAX) || flags & URG != 0 {
             return Err(RestoreError::Failed);
         }
         p.resize(total, 0);
         p.copy_within(n..n + rest, IPV4 + TCP);
-        let ip = &mut p[..IPV4];
-        ip[0] = 0x45;
-        ip[1] = c.st.tos;
-        ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-        ip[4..6].copy_from_slice(&ip_id.to_be_bytes());
-        ip[6..8].copy_from_slice(&c.st.frag.to_be_bytes());
-        ip[8] = c.st.ttl;
-        ip[9] = PROTO_TCP;
-        ip[10..12].fill(0);
-        ip[12..20].copy_from_slice(&c.st.addrs[..8]);
-        let ipc = ip_checksum(ip);
-        ip[10..12].copy_from_slice(&ipc.to_be_bytes());
-        let tcp = &mut p[IPV4..IPV4 + TCP];
-        tcp[..4].copy_from_slice(&c.st.addrs[8..]);
-        tcp[4..8].copy_from_slice(&seq.to_be_bytes());
-        tcp[8..12].copy_from_slice(&ack.to_be_bytes());
-        tcp[12] = offset;
-        tcp[13] = flags;
-        tcp[14..16].copy_from_slice(&window.to_be_bytes());
-        tcp[16..18].copy_from_slice(&checksum.to_be_bytes());
-        tcp[18..20].fill(0);
-        if !tcp_checksum_ok(p) {
-            return Err(RestoreError::Failed);
+        // The fields left out are the context's references; a packet delivered late, after
+        // an establishing packet that changed them, was compressed against the previous
+        // ones: the checksum tells which.
+        let mut tried = None;
+        for r in [c.refs, c.prev_refs] {
+            if tried == Some(r) {
+                break;
+            }
+            tried = Some(r);
+            let offset = offset.unwrap_or(r.offset);
+            let off = usize::from(offset >> 4) * 4;
+            if off < TCP || off - TCP > rest {
+                continue;
+            }
+            let ack = ack.unwrap_or(r.ack);
+            let ip = &mut p[..IPV4];
+            ip[0] = 0x45;
+            ip[1] = c.st.tos;
+            ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+            ip[4..6].copy_from_slice(&ip_id.unwrap_or(r.ip_id).to_be_bytes());
+            ip[6..8].copy_from_slice(&c.st.frag.to_be_bytes());
+            ip[8] = c.st.ttl;
+            ip[9] = PROTO_TCP;
+            ip[10..12].fill(0);
+            ip[12..20].copy_from_slice(&c.st.addrs[..8]);
+            let ipc = ip_checksum(ip);
+            ip[10..12].copy_from_slice(&ipc.to_be_bytes());
+            let tcp = &mut p[IPV4..IPV4 + TCP];
+            tcp[..4].copy_from_slice(&c.st.addrs[8..]);
+            tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+            tcp[8..12].copy_from_slice(&ack.to_be_bytes());
+            tcp[12] = offset;
+            tcp[13] = flags;
+            tcp[14..16].copy_from_slice(&window.unwrap_or(r.window).to_be_bytes());
+            tcp[16..18].copy_from_slice(&checksum.to_be_bytes());
+            tcp[18..20].fill(0);
+            if tcp_checksum_ok(p) {
+                let latest = &mut self.table[usize::from(ctx)];
+                latest.latest_seq = seq;
+                latest.latest_ack = ack;
+                self.stats.decompressed += 1;
+                return Ok(());
+            }
         }
-        let latest = &mut self.table[usize::from(ctx)];
-        latest.latest_seq = seq;
-        latest.latest_ack = ack;
-        self.stats.decompressed += 1;
-        Ok(())
+        Err(RestoreError::Failed)
     }
 }
 

@@ -134,6 +134,13 @@ fn a_flow_is_established_in_full_then_compressed_once_acknowledged() {
     d.restore(&mut b).unwrap();
     assert_eq!(b, p);
     c.on_ack(0);
+    // The second segment after the SYN still establishes: two in a row agree on the
+    // references.
+    let mut b = p.clone();
+    c.compress(2, &mut b);
+    assert_eq!(b[0], FORM_ESTABLISH);
+    d.restore(&mut b).unwrap();
+    assert_eq!(b, p);
     s.payload = vec![0xab; 1360];
     s.flags = ACK | PSH;
     let p = s.packet();
@@ -157,7 +164,7 @@ fn a_flow_is_established_in_full_then_compressed_once_acknowledged() {
     d.restore(&mut b).unwrap();
     assert_eq!(b, p);
     assert_eq!(c.stats.compressed, 3);
-    assert_eq!(c.stats.establishing, 2);
+    assert_eq!(c.stats.establishing, 3);
     assert_eq!(c.stats.bytes_saved, 32 + 25 + 23);
     assert_eq!(d.stats.decompressed, 3);
 }
@@ -172,11 +179,13 @@ fn established() -> (Compressor, Decompressor, Seg) {
     s.flags = ACK;
     s.options.clear();
     s.seq += 1;
-    // The first segment after the SYN sets the references for the rest.
-    let mut b = s.packet();
-    c.compress(1, &mut b);
-    assert_eq!(b[0], FORM_ESTABLISH);
-    d.restore(&mut b).unwrap();
+    // The first two segments after the SYN set the references for the rest.
+    for seq in 1..3 {
+        let mut b = s.packet();
+        c.compress(seq, &mut b);
+        assert_eq!(b[0], FORM_ESTABLISH);
+        d.restore(&mut b).unwrap();
+    }
     (c, d, s)
 }
 
@@ -210,7 +219,7 @@ fn fin_rst_and_retransmissions_travel_in_the_establishing_form() {
     let mut b = first.clone();
     c.compress(3, &mut b);
     assert_eq!(b[0], FORM_ESTABLISH);
-    assert_eq!(b[3], EST_RETRANSMIT);
+    assert_eq!(b[3] & EST_RETRANSMIT, EST_RETRANSMIT);
     d.restore(&mut b).unwrap();
     assert_eq!(b, first);
     // The receiving end's next acknowledgement of the flow travels in full: its context
@@ -225,14 +234,14 @@ fn fin_rst_and_retransmissions_travel_in_the_establishing_form() {
     rc.on_ack(5);
     r.flags = ACK;
     r.seq += 1;
-    // The first after the SYN-ACK sets the references, the third follows the refresh.
-    for i in 1..5 {
+    // The first two after the SYN-ACK set the references, the fourth follows the refresh.
+    for i in 1..6 {
         r.ack += 100;
         let mut b = r.packet();
         rc.compress(i, &mut b);
         let compressed = b[0] & 0xf0 == FORM_COMPRESSED;
-        assert_eq!(compressed, i == 2 || i == 4, "ack {i}");
-        if i == 2 {
+        assert_eq!(compressed, i == 3 || i == 5, "ack {i}");
+        if i == 3 {
             rc.refresh_reverse(&flow);
         }
     }
@@ -371,8 +380,8 @@ fn what_cannot_be_compressed_travels_unchanged() {
     }
     assert_eq!(
         c.stats.compressed + c.stats.establishing,
-        2,
-        "only the SYN-ACK and the ACK after it"
+        3,
+        "only the SYN-ACK and the two ACKs after it"
     );
 }
 
@@ -431,4 +440,36 @@ proptest! {
             prop_assert_eq!(b, p);
         }
     }
+}
+
+#[test]
+fn packets_delivered_late_across_a_change_of_references_restore_right() {
+    let (mut c, mut d, mut s) = established();
+    s.payload = vec![1; 100];
+    let early = s.packet();
+    let mut early_sent = early.clone();
+    c.compress(3, &mut early_sent);
+    assert_eq!(early_sent[0] & 0xf0, FORM_COMPRESSED);
+    // A FIN with another window re-establishes, then a RST with yet another.
+    s.seq += 100;
+    s.payload.clear();
+    s.window = 900;
+    s.flags = FIN | ACK;
+    let fin = s.packet();
+    let mut fin_sent = fin.clone();
+    c.compress(4, &mut fin_sent);
+    s.window = 0;
+    s.flags = RST;
+    let mut rst_sent = s.packet();
+    c.compress(5, &mut rst_sent);
+    assert_eq!((fin_sent[0], rst_sent[0]), (FORM_ESTABLISH, FORM_ESTABLISH));
+    // Delivered out of order: the RST, the compressed packet, then the FIN.
+    d.restore(&mut rst_sent).unwrap();
+    let ctx = usize::from(early_sent[1]);
+    d.restore(&mut early_sent).unwrap();
+    assert_eq!(early_sent, early);
+    d.restore(&mut fin_sent).unwrap();
+    assert_eq!(fin_sent, fin);
+    // The late FIN did not take the context back to its older references.
+    assert_eq!(d.table[ctx].refs.window, 0);
 }
