@@ -8,8 +8,8 @@
 //! multipath delivery, where packets arrive out of order, are lost, or are skipped by the
 //! hole timeout:
 //!
-//! - **No deltas against a previous packet.** The acknowledgement number, window, IP
-//!   identification and TCP data offset are either carried or equal to the context's
+//! - **No deltas against a previous packet.** The acknowledgement number, window and TCP
+//!   data offset are either carried or equal to the context's
 //!   *reference* values, which only a packet in the establishing form sets (RFC 1144 and
 //!   ROHC-TCP encode them against the previous packet, which a lost packet breaks). A
 //!   field is left out only when the two latest establishing packets agree on it, so a
@@ -22,7 +22,11 @@
 //!   decompressor completes to the value nearest the latest one it restored for the flow
 //!   (ROHC's W-LSB with a window of 2^23: it takes megabytes of one flow lost or
 //!   reordered to break it, not one packet); a number farther than 2^22 from the previous
-//!   packet's travels in full.
+//!   packet's travels in full. The IP identification of an atomic datagram (DF set)
+//!   travels likewise as its low byte, completed within ±128 of the latest restored;
+//!   beyond that (more than 64 packets of one flow lost in a row) it could be restored
+//!   wrong, which RFC 6864 §4.1 allows for atomic datagrams (the field means nothing in
+//!   them); without DF it travels in full.
 //! - **The TCP checksum is carried**, as in RFC 1144 and RFC 6846, and the decompressor
 //!   verifies the rebuilt segment against it: a packet decompressed with the wrong context
 //!   (a context reused for another flow, or refreshed, while the packet was late) is caught
@@ -62,14 +66,15 @@
 //! compressed:   | 0x20 + W 0x10 + O 8 + I 4 + D 2 + A 1 | context id |
 //!               | [TCP offset byte if O] | TCP flags |
 //!               | seq (3, or 4 if W) | [ack (3, or 4 if W) if A] | [window (2) if D] |
-//!               | [IP id (2) if I] | TCP checksum (2) | TCP options | payload |
+//!               | IP id (2 if I, else its low byte) | TCP checksum (2) |
+//!               | TCP options | payload |
 //! ```
 //!
-//! A full-size data segment of a bulk download compresses to 8-10 bytes of header instead
-//! of 40; a pure acknowledgement to 11-13 (with its options).
+//! A full-size data segment of a bulk download compresses to 9 bytes of header instead of
+//! 40; a pure acknowledgement to 12-14 (and its options).
 //!
 //! Both tables are fixed arrays ([`CONTEXTS`] entries per direction); nothing on the hot
-//! path allocates (decompression grows the caller's buffer by at most 32 bytes).
+//! path allocates (decompression grows the caller's buffer by at most 31 bytes).
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -97,8 +102,8 @@ const F_OFFSET: u8 = 8;
 /// In the first byte of the compressed form: sequence and acknowledgement numbers are
 /// absolute (4 bytes), not 3-byte offsets from the references.
 const WIDE: u8 = 0x10;
-/// Shortest compressed form: form, context id, flags, 3-byte seq, checksum.
-const COMPRESSED_MIN: usize = 8;
+/// Shortest compressed form: form, context id, flags, 3-byte seq, IP id, checksum.
+const COMPRESSED_MIN: usize = 9;
 /// Longest compressed header.
 const COMPRESSED_MAX: usize = 18;
 /// A sequence or acknowledgement number travels in 3 bytes (its low 24 bits) when it is
@@ -111,6 +116,8 @@ const IPV4: usize = 20;
 const TCP: usize = 20;
 const URG: u8 = 0x20;
 const TCP_SYN: u8 = 0x02;
+/// IPv4 "don't fragment".
+const DF: u16 = 0x4000;
 const SYN_FIN_RST: u8 = 0x07;
 
 /// Counters of both directions.
@@ -254,6 +261,7 @@ struct TxContext {
     /// The sequence and acknowledgement numbers of the latest packet sent.
     prev_seq: u32,
     prev_ack: u32,
+    prev_ip_id: u16,
     /// The references came from a SYN, whose window and options differ from the rest.
     /// Packets still to send in the establishing form after a SYN (whose window and
     /// options differ from the rest), so that two in a row agree on the references.
@@ -387,7 +395,7 @@ impl Compressor {
             c.st = st;
             c.prev_refs = if found { c.refs } else { refs };
             c.refs = refs;
-            (c.prev_seq, c.prev_ack) = (tcp_seq, ack);
+            (c.prev_seq, c.prev_ack, c.prev_ip_id) = (tcp_seq, ack, refs.ip_id);
             c.settle = if syn { 2 } else { c.settle.saturating_sub(1) };
             c.since_refresh = 0;
             packet[0] = FORM_ESTABLISH;
@@ -407,7 +415,11 @@ impl Compressor {
         let ack_ref = agreed(r.ack, p.ack);
         let near = |v: u32, latest: u32| v.wrapping_sub(latest).wrapping_add(NARROW) < 2 * NARROW;
         let wide = !near(tcp_seq, c.prev_seq) || (ack_ref != Some(ack) && !near(ack, c.prev_ack));
-        (c.prev_seq, c.prev_ack) = (tcp_seq, ack);
+        // The IP identification of an atomic datagram (DF, RFC 6864) travels as its low
+        // byte when within 64 of the previous packet's.
+        let ip_id_narrow =
+            st.frag & DF != 0 && refs.ip_id.wrapping_sub(c.prev_ip_id).wrapping_add(64) < 128;
+        (c.prev_seq, c.prev_ack, c.prev_ip_id) = (tcp_seq, ack, refs.ip_id);
         let mut h = [0u8; COMPRESSED_MAX];
         let mut f = if wide { WIDE } else { 0 };
         h[1] = i as u8;
@@ -431,7 +443,9 @@ impl Compressor {
             f |= F_WINDOW;
             put(&mut h, &tcp[14..16]);
         }
-        if agreed(r.ip_id, p.ip_id) != Some(refs.ip_id) {
+        if ip_id_narrow {
+            put(&mut h, &packet[5..6]);
+        } else {
             f |= F_IP_ID;
             put(&mut h, &packet[4..6]);
         }
@@ -458,6 +472,7 @@ struct RxContext {
     /// low 24 bits of a narrow compressed packet are completed against.
     latest_seq: u32,
     latest_ack: u32,
+    latest_ip_id: u16,
     /// The generation of the establishing packet the context came from.
     generation: u8,
 }
@@ -582,6 +597,7 @@ impl Decompressor {
                 prev_refs,
                 latest_seq: refs.seq,
                 latest_ack: refs.ack,
+                latest_ip_id: refs.ip_id,
                 generation,
             };
         }
@@ -631,9 +647,11 @@ impl Decompressor {
             None
         };
         let ip_id = if f & F_IP_ID != 0 {
-            Some(field(2)? as u16)
+            field(2)? as u16
         } else {
-            None
+            // The value with this low byte nearest the latest restored.
+            let d = (field(1)? as u16).wrapping_sub(c.latest_ip_id) as u8 as i8;
+            c.latest_ip_id.wrapping_add(d as i16 as u16)
         };
         let checksum = field(2)? as u16;
         let rest = p.len() - n;
@@ -662,7 +680,7 @@ impl Decompressor {
             ip[0] = 0x45;
             ip[1] = c.st.tos;
             ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-            ip[4..6].copy_from_slice(&ip_id.unwrap_or(r.ip_id).to_be_bytes());
+            ip[4..6].copy_from_slice(&ip_id.to_be_bytes());
             ip[6..8].copy_from_slice(&c.st.frag.to_be_bytes());
             ip[8] = c.st.ttl;
             ip[9] = PROTO_TCP;
@@ -683,6 +701,7 @@ impl Decompressor {
                 let latest = &mut self.table[usize::from(ctx)];
                 latest.latest_seq = seq;
                 latest.latest_ack = ack;
+                latest.latest_ip_id = ip_id;
                 self.stats.decompressed += 1;
                 return Ok(());
             }

@@ -144,28 +144,29 @@ fn a_flow_is_established_in_full_then_compressed_once_acknowledged() {
     s.payload = vec![0xab; 1360];
     s.flags = ACK | PSH;
     let p = s.packet();
-    // Same ack, window and IP id as the context's reference: 8 bytes instead of 40.
-    assert_eq!(round_trip(&mut c, &mut d, 2, &p), p.len() - 32);
+    // Same ack and window as the context's reference, the IP id's low byte: 9 bytes
+    // instead of 40.
+    assert_eq!(round_trip(&mut c, &mut d, 3, &p), p.len() - 31);
     s.ip_id = 8;
     s.ack = 5100;
     s.window = 400;
     s.seq = 2361;
     let p = s.packet();
-    // A 3-byte ack offset, the window and the IP id: 15 bytes.
-    assert_eq!(round_trip(&mut c, &mut d, 3, &p), p.len() - 25);
+    // The low 3 bytes of the ack, the window: 14 bytes.
+    assert_eq!(round_trip(&mut c, &mut d, 4, &p), p.len() - 26);
     // Far from the references: absolute sequence and acknowledgement numbers.
     s.seq = 1001 + (1 << 24);
     s.ack = 4000;
     let p = s.packet();
     let mut b = p.clone();
-    c.compress(4, &mut b);
+    c.compress(5, &mut b);
     assert_eq!(b[0] & 0xf0, FORM_COMPRESSED_WIDE);
-    assert_eq!(b.len(), p.len() - 23);
+    assert_eq!(b.len(), p.len() - 24);
     d.restore(&mut b).unwrap();
     assert_eq!(b, p);
     assert_eq!(c.stats.compressed, 3);
     assert_eq!(c.stats.establishing, 3);
-    assert_eq!(c.stats.bytes_saved, 32 + 25 + 23);
+    assert_eq!(c.stats.bytes_saved, 31 + 26 + 24);
     assert_eq!(d.stats.decompressed, 3);
 }
 
@@ -472,4 +473,40 @@ fn packets_delivered_late_across_a_change_of_references_restore_right() {
     assert_eq!(fin_sent, fin);
     // The late FIN did not take the context back to its older references.
     assert_eq!(d.table[ctx].refs.window, 0);
+}
+
+#[test]
+fn the_ip_id_travels_as_its_low_byte_only_when_near_and_atomic() {
+    let (mut c, mut d, mut s) = established();
+    for (i, (ip_id, df, full)) in [
+        (8u16, true, false),
+        (300, true, true),
+        (301, true, false),
+        (250, true, false),
+        (251, false, true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        s.seq += 10;
+        s.payload = vec![2; 10];
+        s.ip_id = ip_id;
+        let mut p = s.packet();
+        if !df {
+            p[6] = 0;
+            let c = ip_checksum(&p);
+            p[10..12].copy_from_slice(&c.to_be_bytes());
+        }
+        let mut b = p.clone();
+        c.compress(3 + i as u32, &mut b);
+        if df {
+            assert_eq!(b[0] & 0xf0, FORM_COMPRESSED, "packet {i}");
+            assert_eq!(b[0] & F_IP_ID != 0, full, "packet {i}");
+        } else {
+            // Another IP flags value: the context is re-established.
+            assert_eq!(b[0], FORM_ESTABLISH, "packet {i}");
+        }
+        d.restore(&mut b).unwrap();
+        assert_eq!(b, p, "packet {i}");
+    }
 }
