@@ -510,3 +510,14 @@ fn the_ip_id_travels_as_its_low_byte_only_when_near_and_atomic() {
         assert_eq!(b, p, "packet {i}");
     }
 }
+
+proptest! {
+    #[test]
+    fn the_wide_checksum_sum_matches_the_16_bit_reference(bytes in proptest::collection::vec(any::<u8>(), 0..100), acc in 0u64..1 << 40) {
+        let mut reference = acc;
+        for c in bytes.chunks(2) {
+            reference += u64::from(c[0]) << 8 | c.get(1).map_or(0, |&b| u64::from(b));
+        }
+        prop_assert_eq!(fold(sum(&bytes, acc)), fold(reference));
+    }
+}
