@@ -409,8 +409,8 @@ impl Compressor {
             c.since_refresh = 0;
             packet[0] = FORM_ESTABLISH;
             packet[2] = i as u8;
-            // Generations never repeat within 63 establishing packets of a slot, whichever
-            // flow holds it, so a late one is known for old.
+            // Generations count the establishing packets of a slot, whichever flow holds
+            // it, so a late one is known for old.
             self.generation[i] = self.generation[i].wrapping_add(1) & 0x7f;
             packet[3] = self.generation[i] << 1 | u8::from(retransmit);
             self.stats.establishing += 1;
@@ -590,10 +590,12 @@ impl Decompressor {
             self.established = Some(st.addrs);
         }
         let c = &mut self.table[ctx];
-        // An establishing packet delivered late (after the hole timeout gave it up) must
-        // not take the context back to older references.
+        // An establishing packet delivered late (after the hole timeout gave it up, a few
+        // generations at most) must not take the context back to older references: one
+        // up to 31 generations behind is old; anything else is taken as newer, so a
+        // receiver that missed many establishing packets in a row still catches up.
         let newer = generation.wrapping_sub(c.generation) & 0x7f;
-        if !c.used || (1..64).contains(&newer) {
+        if !c.used || (1..=96).contains(&newer) {
             let prev_refs = if c.used && c.st.addrs == st.addrs {
                 c.refs
             } else {
