@@ -539,6 +539,9 @@ pub struct Config {
     /// be waiting at the receiver (see [`crate::flow::FlowTable::deliver_on_arrival`]), so
     /// a hole holds back only the packets of other paths' flows, not every flow.
     pub flow_order: bool,
+    /// Compress the inner IPv4/TCP headers of the packets this end sends (see
+    /// [`crate::compress`]; beyond the papers). The receiving end always decompresses.
+    pub header_compression: bool,
 }
 
 /// How the resequencing buffer's hole timeout is chosen.
@@ -579,6 +582,7 @@ impl Default for Config {
             loss_guard: true,
             flow_order: false,
             aqm: false,
+            header_compression: true,
         }
     }
 }

@@ -13,9 +13,11 @@
 //! - [`reorder`]: the resequencing buffer with hole timeout (PluriBus §5).
 //! - [`flow`]: inner flows: 5-tuples, the bounded flow table, inner TCP retransmissions.
 //! - [`class`]: traffic classes, each with its own scheduler.
+//! - [`compress`]: inner IPv4/TCP header compression between the two ends.
 //! - [`session`]: the engine that ties them together.
 
 pub mod class;
+pub mod compress;
 pub mod config;
 pub mod event;
 pub mod fec;

@@ -97,6 +97,9 @@ pub struct Session {
     failover: failover::ResendRing,
     /// Active queue management of the send queue.
     aqm: aqm::Codel,
+    /// Inner header compression of what we send, and decompression of what we deliver.
+    compressor: crate::compress::Compressor,
+    decompressor: crate::compress::Decompressor,
     pool: Vec<Vec<u8>>,
     next_data_seq: u32,
     reseq: Resequencer,
@@ -169,6 +172,8 @@ impl Session {
             pool: Vec::new(),
             failover: failover::ResendRing::default(),
             aqm: aqm::Codel::default(),
+            compressor: crate::compress::Compressor::default(),
+            decompressor: crate::compress::Decompressor::default(),
             next_data_seq: 0,
             highest_rx_data: None,
             newest_rx_sent: None,
@@ -299,6 +304,7 @@ impl Session {
         }
         if let Some(ack) = d.header.ack {
             self.recovery.on_ack(now, ack);
+            self.compressor.on_ack(ack);
         }
         if let Some(pa) = d.header.path_ack {
             if let Some(i) = self.index[usize::from(pa.path)].map(usize::from) {
@@ -670,14 +676,24 @@ impl Session {
     }
 
     /// Moves the next in-order inner packet into `out`, replacing its contents.
+    ///
+    /// Packets that travelled with compressed headers are rebuilt here, after resequencing,
+    /// so that in the data-sequence order the packet establishing a context comes before
+    /// the compressed ones that use it (`compress.rs`). One that cannot be rebuilt is
+    /// dropped and counted in [`SessionStats::header_compression`].
     pub fn poll_deliver(&mut self, out: &mut Vec<u8>) -> bool {
-        if self.reseq.poll_deliver(out) {
+        while self.reseq.poll_deliver(out) {
+            if self.decompressor.restore(out).is_err() {
+                continue;
+            }
+            if let Some(flow) = self.decompressor.take_established() {
+                self.compressor.refresh_reverse(&flow);
+            }
             self.stats.delivered_packets += 1;
             self.stats.delivered_bytes += out.len() as u64;
-            true
-        } else {
-            false
+            return true;
         }
+        false
     }
 
     /// When the engine next needs [`Session::handle_timeout`] (or [`Session::poll_transmit`]
@@ -745,6 +761,13 @@ impl Session {
         s.reorder = self.reseq.stats();
         s.flows = self.scheduling.flows.stats();
         s.loss_recovery = self.recovery.stats();
+        let (tx, rx) = (self.compressor.stats, self.decompressor.stats);
+        s.header_compression = crate::compress::CompressStats {
+            decompressed: rx.decompressed,
+            unknown_context: rx.unknown_context,
+            failed: rx.failed,
+            ..tx
+        };
         s
     }
 

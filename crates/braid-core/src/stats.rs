@@ -56,6 +56,8 @@ pub struct PathStats {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct SessionStats {
     pub paths: Vec<PathStats>,
+    /// Inner header compression, both directions (`compress.rs`).
+    pub header_compression: crate::compress::CompressStats,
     /// Inner packets accepted by `send`.
     pub sent_packets: u64,
     pub sent_bytes: u64,

@@ -51,6 +51,8 @@ fn engine_allocates_nothing_per_packet_once_warm() {
     pkt[22..24].copy_from_slice(&80u16.to_be_bytes());
     pkt[32] = 5 << 4;
     pkt[33] = 0x10;
+    pkt[6] = 0x40;
+    pkt[8] = 64;
     // Runs `steps` and returns how many packets the server delivered meanwhile.
     let mut run = |gw: &mut Session, srv: &mut Session, steps: std::ops::Range<u64>| {
         let mut delivered = 0u64;
@@ -58,6 +60,7 @@ fn engine_allocates_nothing_per_packet_once_warm() {
             let now = Instant::from_micros(step * 50);
             let seq = (step as u32).wrapping_mul(1260);
             pkt[24..28].copy_from_slice(&seq.to_be_bytes());
+            checksums(&mut pkt);
             let _ = gw.send(now, &pkt);
             for (to_srv, pipes) in [(true, &mut up), (false, &mut down)] {
                 for (i, p) in pipes.iter_mut().enumerate() {
@@ -108,4 +111,30 @@ fn engine_allocates_nothing_per_packet_once_warm() {
         a, 0,
         "{a} allocations for {d} packets after warm-up; {reorder:?}"
     );
+    let hc = srv.stats().header_compression;
+    assert!(hc.decompressed > 50_000, "headers not compressed: {hc:?}");
+    assert_eq!(hc.unknown_context + hc.failed, 0, "{hc:?}");
+}
+
+/// Valid IPv4 and TCP checksums, so that the engine compresses the headers as it would a
+/// real segment's (`braid_core::compress`).
+fn checksums(p: &mut [u8]) {
+    let sum = |d: &[u8], mut acc: u32| {
+        for c in d.chunks(2) {
+            acc += u32::from(c[0]) << 8 | c.get(1).map_or(0, |&b| u32::from(b));
+        }
+        acc
+    };
+    let fold = |mut a: u32| {
+        while a > 0xffff {
+            a = (a & 0xffff) + (a >> 16);
+        }
+        !(a as u16)
+    };
+    p[10..12].fill(0);
+    let ip = fold(sum(&p[..20], 0));
+    p[10..12].copy_from_slice(&ip.to_be_bytes());
+    p[36..38].fill(0);
+    let tcp = fold(sum(&p[20..], sum(&p[12..20], 6 + (p.len() as u32 - 20))));
+    p[36..38].copy_from_slice(&tcp.to_be_bytes());
 }

@@ -65,6 +65,8 @@ pub struct EngineSection {
     pub loss_guard: Option<bool>,
     /// Active queue management of the send queue (default false).
     pub aqm: Option<bool>,
+    /// Inner IPv4/TCP header compression of what this daemon sends (default true).
+    pub header_compression: Option<bool>,
     pub report_interval_ms: Option<f64>,
     pub heartbeat_interval_ms: Option<f64>,
     pub path_timeout_ms: Option<f64>,
@@ -652,6 +654,9 @@ pub fn engine_config(e: &EngineSection, mtu: u16, session_id: u32) -> Config {
     }
     if let Some(a) = e.aqm {
         c.aqm = a;
+    }
+    if let Some(h) = e.header_compression {
+        c.header_compression = h;
     }
     if let Some(v) = e.hole_timeout_ms {
         c.hole_timeout = ms(v);

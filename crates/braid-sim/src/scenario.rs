@@ -99,6 +99,8 @@ pub struct EngineSection {
     pub flow_order: Option<bool>,
     /// Active queue management of the send queue (default false; `session/aqm.rs`).
     pub aqm: Option<bool>,
+    /// Inner IPv4/TCP header compression (default true; `compress.rs`).
+    pub header_compression: Option<bool>,
     /// Log each data packet's predicted and actual delivery (for analyses of the delay
     /// estimator; costs memory on long runs).
     #[serde(default)]
@@ -282,6 +284,9 @@ impl Scenario {
         }
         if let Some(a) = self.engine.aqm {
             c.aqm = a;
+        }
+        if let Some(h) = self.engine.header_compression {
+            c.header_compression = h;
         }
         if let Some(v) = self.engine.hole_timeout_ms {
             c.hole_timeout = ms(v);

@@ -175,7 +175,12 @@ impl Session {
         let segment = flow.zip(info.and_then(|i| i.tcp)).map(|(f, t)| {
             super::failover::TcpSegment::new(f.id, t.payload_len > 0 || t.syn || t.fin)
         });
-        let (seq, packet) = self.send_queue.pop_front()?;
+        let (seq, mut packet) = self.send_queue.pop_front()?;
+        // Compressed once, when it leaves the queue: copies, coded packets and resends all
+        // carry the same bytes (a resend re-queued in compressed form passes unchanged).
+        if self.config.header_compression {
+            self.compressor.compress(seq, &mut packet);
+        }
         let t = self.send_data(now, pi, seq, &packet, buf, unordered);
         self.recovery
             .on_data_sent(now, seq, &self.paths[pi], &packet);
@@ -288,7 +293,8 @@ impl Session {
             self.paths[pi].note_data_rx(now);
         }
         self.reseq.set_delay_gap(self.data_delay_gap(now));
-        if let Some(info) = flow::parse::parse(packet) {
+        let info = flow::parse::parse(packet).or_else(|| self.decompressor.flow_info(packet));
+        if let Some(info) = info {
             self.scheduling.flows.observe_incoming(now, &info, path);
         }
         if self.config.record_predictions {
