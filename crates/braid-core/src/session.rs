@@ -99,6 +99,9 @@ pub struct Session {
     aqm: aqm::Codel,
     /// Inner header compression of what we send, and decompression of what we deliver.
     compressor: crate::compress::Compressor,
+    /// The peer announced [`braid_wire::CAP_RESTORES_HEADERS`] (in its Hello or Config):
+    /// only then are inner headers compressed towards it.
+    peer_restores_headers: bool,
     decompressor: crate::compress::Decompressor,
     pool: Vec<Vec<u8>>,
     next_data_seq: u32,
@@ -173,6 +176,7 @@ impl Session {
             failover: failover::ResendRing::default(),
             aqm: aqm::Codel::default(),
             compressor: crate::compress::Compressor::default(),
+            peer_restores_headers: false,
             decompressor: crate::compress::Decompressor::default(),
             next_data_seq: 0,
             highest_rx_data: None,
@@ -347,11 +351,19 @@ impl Session {
             Message::Heartbeat => {}
             Message::Hello(h) => {
                 if self.role == Role::Server {
+                    self.peer_restores_headers = h
+                        .capabilities
+                        .is_some_and(|c| c & braid_wire::CAP_RESTORES_HEADERS != 0);
                     self.config_due = Some(path);
                     self.push_event(Event::PeerHello { paths: h.paths });
                 }
             }
             Message::Config(c) => {
+                if self.role == Role::Gateway {
+                    self.peer_restores_headers = c
+                        .capabilities
+                        .is_some_and(|c| c & braid_wire::CAP_RESTORES_HEADERS != 0);
+                }
                 if self.role == Role::Gateway && !self.configured {
                     self.configured = true;
                     let hole = c.hole_timeout_ms.map(|ms| Duration::from_millis(ms.into()));
@@ -559,6 +571,7 @@ impl Session {
             address: self.tunnel_address,
             mtu: u16::try_from(self.config.max_packet_size).ok(),
             hole_timeout_ms: u16::try_from(self.config.hole_timeout.as_millis()).ok(),
+            capabilities: Some(braid_wire::CAP_RESTORES_HEADERS),
             ..ConfigMsg::default()
         });
         self.emit(now, pi, msg, SentKind::Control, buf)
@@ -668,7 +681,7 @@ impl Session {
         } else {
             Message::Hello(Hello {
                 paths: u8::try_from(self.paths.len()).ok(),
-                capabilities: None,
+                capabilities: Some(braid_wire::CAP_RESTORES_HEADERS),
                 name: None,
             })
         };

@@ -101,8 +101,16 @@ fn engine_allocates_nothing_per_packet_once_warm() {
     let info = allocation_counter::measure(|| d = run(&mut gw, &mut srv, 20_000..60_000));
     let a = info.count_total;
     let reorder = srv.stats().reorder;
-    // 20 000 packets of warm-up, then 40 000 sent (one every 50 µs) and delivered.
-    assert_eq!(d, 40_000, "{reorder:?}");
+    // 20 000 packets of warm-up, then 40 000 sent (one every 50 µs) and delivered: give or
+    // take the few in flight at either boundary (the gateway compresses only once the
+    // server's Config has announced it restores headers, which shifts the boundaries'
+    // timing), and none lost: no hole skipped.
+    assert!(d.abs_diff(40_000) <= 16, "{d} delivered; {reorder:?}");
+    assert_eq!(
+        reorder.holes_skipped + reorder.released_by_timeout,
+        0,
+        "{reorder:?}"
+    );
     assert!(
         reorder.buffered > b0,
         "no reordering exercised: {reorder:?}"

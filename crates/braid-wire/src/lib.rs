@@ -19,8 +19,8 @@ pub use header::{
 };
 pub use message::{
     Coded, ConfigMsg, Datagram, Hello, Message, Nack, Parity, PathEntries, PathEntry,
-    CODED_FIXED_LEN, DATA_FIXED_LEN, MAX_BITMAP_LEN, NACK_FIXED_LEN, PARITY_FIXED_LEN,
-    PATH_ENTRY_LEN,
+    CAP_RESTORES_HEADERS, CODED_FIXED_LEN, DATA_FIXED_LEN, MAX_BITMAP_LEN, NACK_FIXED_LEN,
+    PARITY_FIXED_LEN, PATH_ENTRY_LEN,
 };
 
 /// Why a datagram could not be parsed or emitted.

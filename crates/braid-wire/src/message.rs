@@ -299,7 +299,14 @@ mod config_opt {
     pub const DNS_V4: u8 = 2;
     pub const MTU: u8 = 3;
     pub const HOLE_TIMEOUT: u8 = 4;
+    pub const CAPABILITIES: u8 = 5;
 }
+
+/// Capability bit (Hello and Config `capabilities`): the sender restores inner packets
+/// sent with compressed headers (docs/wire.md, "Inner header compression"). A peer
+/// compresses only towards a peer that announced it, so an engine from before header
+/// compression is never sent a form it would hand on as a broken IP packet.
+pub const CAP_RESTORES_HEADERS: u32 = 1;
 
 /// Gateway's opening message (docs/wire.md, "Hello").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -317,6 +324,8 @@ pub struct ConfigMsg {
     pub dns: Option<Ipv4Addr>,
     pub mtu: Option<u16>,
     pub hole_timeout_ms: Option<u16>,
+    /// The server's capability bits ([`CAP_RESTORES_HEADERS`]).
+    pub capabilities: Option<u32>,
 }
 
 /// Iterates the TLV options of a hello or config body.
@@ -408,6 +417,9 @@ impl ConfigMsg {
                     c.hole_timeout_ms =
                         Some(u16::from_be_bytes(fixed(v, "config hole timeout option")?))
                 }
+                config_opt::CAPABILITIES => {
+                    c.capabilities = Some(u32::from_be_bytes(fixed(v, "config capabilities")?))
+                }
                 _ => {}
             }
         }
@@ -419,6 +431,7 @@ impl ConfigMsg {
             + self.dns.map_or(0, |_| 6)
             + self.mtu.map_or(0, |_| 4)
             + self.hole_timeout_ms.map_or(0, |_| 4)
+            + self.capabilities.map_or(0, |_| 6)
     }
 
     fn emit(&self, w: &mut Writer<'_>) -> Result<()> {
@@ -441,6 +454,10 @@ impl ConfigMsg {
         if let Some(t) = self.hole_timeout_ms {
             w.put(&[config_opt::HOLE_TIMEOUT, 2])?;
             w.u16(t)?;
+        }
+        if let Some(c) = self.capabilities {
+            w.put(&[config_opt::CAPABILITIES, 4])?;
+            w.u32(c)?;
         }
         Ok(())
     }

@@ -97,6 +97,7 @@ fn every_message_round_trips() {
             dns: Some(Ipv4Addr::new(1, 1, 1, 1)),
             mtu: Some(1400),
             hole_timeout_ms: Some(50),
+            capabilities: Some(1),
         }),
         Message::AddressChange(SocketAddr::from(([192, 0, 2, 1], 4500))),
         Message::AddressChange("[2001:db8::1]:9".parse().unwrap()),

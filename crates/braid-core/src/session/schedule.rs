@@ -178,7 +178,7 @@ impl Session {
         let (seq, mut packet) = self.send_queue.pop_front()?;
         // Compressed once, when it leaves the queue: copies, coded packets and resends all
         // carry the same bytes (a resend re-queued in compressed form passes unchanged).
-        if self.config.header_compression {
+        if self.config.header_compression && self.peer_restores_headers {
             self.compressor.compress(seq, &mut packet);
         }
         let t = self.send_data(now, pi, seq, &packet, buf, unordered);

@@ -503,3 +503,90 @@ fn flow_order_keeps_a_hole_from_holding_other_flows() {
     assert_eq!(delivered_soon(false), 1);
     assert_eq!(delivered_soon(true), 3);
 }
+
+/// `segment` with valid IPv4 and TCP checksums and the IP length field set, as a real
+/// segment carries them (the compressor leaves anything else as it is).
+fn checked_segment(sport: u16, seq: u32) -> Vec<u8> {
+    let mut p = segment(sport, seq);
+    p[6] = 0x40;
+    p[8] = 64;
+    let sum = |d: &[u8], mut acc: u32| {
+        for c in d.chunks(2) {
+            acc += u32::from(c[0]) << 8 | c.get(1).map_or(0, |&b| u32::from(b));
+        }
+        acc
+    };
+    let fold = |mut a: u32| {
+        while a > 0xffff {
+            a = (a & 0xffff) + (a >> 16);
+        }
+        !(a as u16)
+    };
+    let ip = fold(sum(&p[..20], 0));
+    p[10..12].copy_from_slice(&ip.to_be_bytes());
+    let tcp_len = p.len() as u32 - 20;
+    let tcp = fold(sum(&p[20..], sum(&p[12..20], 6 + tcp_len)));
+    p[36..38].copy_from_slice(&tcp.to_be_bytes());
+    p
+}
+
+/// Inner header compression is negotiated: a gateway compresses only after the server's
+/// Config announced that it restores headers, so a server from before compression (which
+/// announces nothing) is sent plain IP packets (docs/wire.md, "Hello and Config").
+#[test]
+fn headers_are_compressed_only_towards_a_peer_that_restores_them() {
+    let first_nibbles = |server_announces: bool| {
+        let paths = [PathConfig {
+            id: 0,
+            tx_capacity_bps: 10_000_000,
+            rx_capacity_bps: 10_000_000,
+        }];
+        let mut gw = Session::new(config(), Role::Gateway, &paths, Instant::ZERO).unwrap();
+        let mut srv = Session::new(config(), Role::Server, &paths, Instant::ZERO).unwrap();
+        let mut buf = vec![0u8; gw.transmit_buffer_len()];
+        let mut now = Instant::ZERO;
+        // Hello to the server, its Config back (stripped of capabilities for an old server).
+        while let Some(t) = gw.poll_transmit(now, &mut buf) {
+            srv.handle_datagram(now, t.path, &buf[..t.len]).unwrap();
+        }
+        assert!(
+            srv.peer_restores_headers,
+            "the gateway's Hello announces it"
+        );
+        now = Instant::from_millis(1);
+        let mut configs = 0;
+        while let Some(t) = srv.poll_transmit(now, &mut buf) {
+            let mut d = Datagram::parse(&buf[..t.len]).unwrap();
+            if let Message::Config(c) = &mut d.message {
+                configs += 1;
+                assert_eq!(c.capabilities, Some(braid_wire::CAP_RESTORES_HEADERS));
+                if !server_announces {
+                    c.capabilities = None;
+                }
+                let mut out = vec![0u8; 256];
+                let len = d.emit(&mut out).unwrap();
+                gw.handle_datagram(now, t.path, &out[..len]).unwrap();
+            }
+        }
+        assert_eq!(configs, 1);
+        now = Instant::from_millis(2);
+        for i in 0..20 {
+            gw.send(now, &checked_segment(1000, 1 + 100 * i)).unwrap();
+        }
+        let mut nibbles = Vec::new();
+        while let Some(t) = gw.poll_transmit(now, &mut buf) {
+            if let Message::Data { payload, .. } = Datagram::parse(&buf[..t.len]).unwrap().message {
+                nibbles.push(payload[0] >> 4);
+            }
+        }
+        nibbles
+    };
+    let old = first_nibbles(false);
+    assert_eq!(old, vec![4; 20], "plain IPv4 towards an old server");
+    let new = first_nibbles(true);
+    assert_eq!(new.len(), 20);
+    assert!(
+        new.iter().all(|&n| n != 4),
+        "establishing or compressed forms towards a server that restores headers: {new:?}"
+    );
+}
