@@ -521,3 +521,38 @@ proptest! {
         prop_assert_eq!(fold(sum(&bytes, acc)), fold(reference));
     }
 }
+
+/// The flow table reads a received packet's flow and SYN/FIN/RST flags before it is
+/// restored: from the establishing form's intact TCP header, and (flags aside) from the
+/// context of a compressed one.
+#[test]
+fn flow_info_reads_both_forms_before_restoring() {
+    let (mut c, mut d, mut s) = established();
+    let key = crate::flow::parse::parse(&s.packet()).unwrap().key;
+    s.payload = vec![1; 300];
+    let mut b = s.packet();
+    c.compress(3, &mut b);
+    assert_eq!(b[0] & 0xf0, FORM_COMPRESSED);
+    let info = d.flow_info(&b).expect("a known context");
+    assert_eq!((info.key, info.tcp), (key, None));
+    s.flags = FIN | ACK;
+    s.payload.clear();
+    s.seq += 300;
+    let mut b = s.packet();
+    c.compress(4, &mut b);
+    assert_eq!(b[0], FORM_ESTABLISH);
+    let info = d.flow_info(&b).unwrap();
+    assert_eq!(info.key, key);
+    let tcp = info
+        .tcp
+        .expect("the establishing form keeps the TCP header");
+    assert!(tcp.fin && !tcp.syn && !tcp.rst, "{tcp:?}");
+    assert_eq!((tcp.seq, tcp.payload_len), (s.seq, 0));
+    // A compressed packet of a context the receiver never learned tells nothing.
+    let mut other = Decompressor::default();
+    s.flags = ACK;
+    let mut b = s.packet();
+    c.compress(5, &mut b);
+    assert_eq!(other.flow_info(&b), None);
+    other.restore(&mut b).unwrap_err();
+}
