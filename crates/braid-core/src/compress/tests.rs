@@ -527,7 +527,7 @@ proptest! {
 /// context of a compressed one.
 #[test]
 fn flow_info_reads_both_forms_before_restoring() {
-    let (mut c, mut d, mut s) = established();
+    let (mut c, d, mut s) = established();
     let key = crate::flow::parse::parse(&s.packet()).unwrap().key;
     s.payload = vec![1; 300];
     let mut b = s.packet();
