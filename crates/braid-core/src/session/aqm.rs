@@ -33,8 +33,10 @@
 //! against 804 ms (44 of 46 done in the 12 s run against 36), the download getting
 //! 17.2 Mbit/s before the failure against 18.2. But a single TCP flow over a 50 ms and a
 //! 400 ms path (osctp-fig9, b-400) gets 0.70 of the capacity against 0.90 (0.63-0.65 with
-//! earlier versions of the interval and the standing queue), and the other benchmarks were
-//! not measured with it yet; so it stays off until they are.
+//! earlier versions of the interval and the standing queue). With it on for every quick
+//! simulator benchmark, a lone TCP flow over slow links cannot keep them busy with the
+//! short queue it is held to (prism-fig7 0.825, osctp-fig9 0.864), so it stays off
+//! (docs/architecture.md, "An open trade-off").
 
 use std::time::Duration;
 
