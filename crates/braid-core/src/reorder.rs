@@ -409,11 +409,43 @@ impl Resequencer {
 
     /// When the oldest waiting packet's hole timeout expires.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        self.poll_timeout_repairing(|_| None)
+    }
+
+    /// Like [`Resequencer::poll_timeout`], with the holes `expected` holds open (see
+    /// [`Resequencer::handle_timeout_repairing`]).
+    pub fn poll_timeout_repairing(
+        &self,
+        expected: impl Fn(u32) -> Option<Instant>,
+    ) -> Option<Instant> {
         let t = self.current_timeout();
-        self.waiting
+        let base = self
+            .waiting
             .iter()
             .find(|&&(_, seq)| self.is_waiting(seq))
-            .map(|&(at, _)| at + t)
+            .map(|&(at, _)| at + t)?;
+        Some(match expected(self.next) {
+            Some(d) if d > base => d,
+            _ => base,
+        })
+    }
+
+    /// The first hole below `seq` whose repair is still expected after `now`.
+    fn first_repairing_hole(
+        &self,
+        seq: u32,
+        now: Instant,
+        expected: &impl Fn(u32) -> Option<Instant>,
+    ) -> Option<u32> {
+        let mut s = self.next;
+        while s != seq {
+            let present = matches!(&self.slots[self.idx(s)], Some(x) if x.seq == s);
+            if !present && expected(s).is_some_and(|d| d > now) {
+                return Some(s);
+            }
+            s = s.wrapping_add(1);
+        }
+        None
     }
 
     fn is_waiting(&self, seq: u32) -> bool {
@@ -423,6 +455,17 @@ impl Resequencer {
 
     /// Releases every packet that has waited the hole timeout, giving up the holes below it.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.handle_timeout_repairing(now, |_| None);
+    }
+
+    /// Like [`Resequencer::handle_timeout`], but a hole whose repair `expected` says is
+    /// still on its way (until the instant it returns) is held open past the hole timeout:
+    /// packets before it are delivered, it and those behind it wait.
+    pub fn handle_timeout_repairing(
+        &mut self,
+        now: Instant,
+        expected: impl Fn(u32) -> Option<Instant>,
+    ) {
         self.last_now = self.last_now.max(now);
         let timeout = self.hole_timeout.current(now);
         while let Some(&(at, seq)) = self.waiting.front() {
@@ -431,6 +474,13 @@ impl Resequencer {
                 continue;
             }
             if at + timeout > now {
+                break;
+            }
+            if let Some(hole) = self.first_repairing_hole(seq, now, &expected) {
+                if hole != self.next {
+                    self.advance_to(hole);
+                    self.drain_in_order();
+                }
                 break;
             }
             self.waiting.pop_front();

@@ -47,6 +47,20 @@ const MAX_SENT: usize = 1024;
 const MAX_PENDING: usize = 1024;
 /// Missing packets tracked at most.
 const MAX_MISSING: usize = 1024;
+/// How long a path's largest arrival offset is remembered at least (two such windows).
+const OFFSET_WINDOW: Duration = Duration::from_secs(1);
+/// Slack over a path's delay and queue cap before a gap counts as passed by it: a
+/// packet's transmission time and the queue model's error.
+const PASS_MARGIN: Duration = Duration::from_millis(20);
+
+/// The receiver's clock, µs, low 32 bits (as the peer's timestamps are).
+fn clock32(now: Instant) -> u32 {
+    now.as_micros() as u32
+}
+
+/// Longest a hole is held open for its repair, from when it opened (the adaptive hole
+/// timeout's own ceiling, [`crate::reorder::MAX_HOLE_TIMEOUT`]).
+const REPAIR_HOLD_MAX: Duration = crate::reorder::MAX_HOLE_TIMEOUT;
 /// Per path: a path that delivered no data for this many fallbacks no longer holds gaps
 /// back. Short idle spells are common under delay-based striping (a slow path gets packets
 /// only while the fast one's queue is long), and a path that resumes must still count.
@@ -60,6 +74,54 @@ struct PathRx {
     highest: u32,
     /// When it last delivered data.
     last: Instant,
+    /// Least arrival time less send timestamp of its data packets, µs: its propagation
+    /// delay plus the clocks' offset (receiver clock less sender clock, wrapping; the
+    /// clocks' offset is the same on every path, so these compare between paths).
+    offset: u32,
+    /// Largest arrival time less send timestamp in the current and the previous
+    /// [`OFFSET_WINDOW`] of its arrivals, and when the current one began.
+    max_offset: [u32; 2],
+    window_start: Instant,
+}
+
+impl PathRx {
+    fn new(path: PathId, highest: u32, now: Instant, offset: u32) -> PathRx {
+        PathRx {
+            path,
+            highest,
+            last: now,
+            offset,
+            max_offset: [offset; 2],
+            window_start: now,
+        }
+    }
+
+    /// Notes an arrival with this `offset` at `now`.
+    fn note_offset(&mut self, now: Instant, offset: u32) {
+        let later = |a: u32, b: u32| (a.wrapping_sub(b) as i32) > 0;
+        if later(self.offset, offset) {
+            self.offset = offset;
+        }
+        if now >= self.window_start + OFFSET_WINDOW {
+            self.max_offset = [offset, self.max_offset[0]];
+            self.window_start = now;
+        } else if later(offset, self.max_offset[0]) {
+            self.max_offset[0] = offset;
+        }
+    }
+
+    /// The latest a packet sent now may arrive, relative to its send time (µs, wrapping):
+    /// the path's delay plus the most queue the sender puts in front of its bottleneck
+    /// ([`crate::sched::delay::QUEUE_CAP`]), or the largest offset seen recently if later
+    /// (the sender's queue model errs).
+    fn latest_offset(&self) -> u32 {
+        let cap = crate::sched::delay::QUEUE_CAP.as_micros() as u32;
+        let later = |a: u32, b: u32| if (a.wrapping_sub(b) as i32) > 0 { a } else { b };
+        later(
+            self.offset.wrapping_add(cap),
+            later(self.max_offset[0], self.max_offset[1]),
+        )
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -94,6 +156,14 @@ pub struct Retransmit {
     /// Receiver: highest data sequence seen, and the holes below it, in sequence order.
     highest: Option<u32>,
     missing: VecDeque<Missing>,
+    /// Time from a nack to the next one for the same packet (its repair is expected
+    /// within it): one round trip over the fastest path, a quarter more, and `nack_delay`.
+    renack: Duration,
+    /// Send timestamp of the last data packet sent once that arrived.
+    last_sent: Option<u32>,
+    /// The sender caps its bottleneck queues: paths' arrival offsets tell when they have
+    /// passed a gap ([`Retransmit::all_passed_at`]).
+    queues_capped: bool,
     bitmap: [u8; MAX_BITMAP_LEN],
     stats: LossRecoveryStats,
 }
@@ -113,6 +183,9 @@ impl Retransmit {
             pending: VecDeque::new(),
             highest: None,
             missing: VecDeque::new(),
+            renack: DEFAULT_RTT + DEFAULT_RTT / 4,
+            last_sent: None,
+            queues_capped: false,
             bitmap: [0; MAX_BITMAP_LEN],
             stats: LossRecoveryStats::default(),
         }
@@ -123,25 +196,42 @@ impl Retransmit {
         self.missing.iter().map(|m| m.seq)
     }
 
-    /// A data packet sent once arrived on `path` (per-path detection).
-    fn on_path_arrival(&mut self, now: Instant, seq: u32, path: PathId) {
+    /// A data packet sent once arrived on `path` at `now`, sent at `sent_us` (per-path
+    /// detection).
+    fn on_path_arrival(&mut self, now: Instant, seq: u32, path: PathId, sent_us: u32) {
+        self.last_sent = Some(sent_us);
         if self.trigger != NackTrigger::PerPath {
             return;
         }
         self.fresh = Some(seq);
+        let offset = clock32(now).wrapping_sub(sent_us);
         match self.rx_paths.iter_mut().find(|p| p.path == path) {
             Some(p) => {
                 if seq_le(p.highest, seq) {
                     p.highest = seq;
                 }
                 p.last = now;
+                p.note_offset(now, offset);
             }
-            None => self.rx_paths.push(PathRx {
-                path,
-                highest: seq,
-                last: now,
-            }),
+            None => self.rx_paths.push(PathRx::new(path, seq, now, offset)),
         }
+    }
+
+    /// Per path: when every path carrying data will have delivered anything sent before
+    /// `sent_before` (the sender's clock): [`PathRx::latest_offset`] and [`PASS_MARGIN`]
+    /// later; `None` without a path to tell.
+    fn all_passed_at(&self, now: Instant, sent_before: u32) -> Option<Instant> {
+        let now32 = clock32(now);
+        self.rx_paths
+            .iter()
+            .filter(|p| p.last + self.fallback * SILENT_FALLBACKS > now)
+            .map(|p| {
+                let at = sent_before.wrapping_add(p.latest_offset());
+                let ahead = at.wrapping_sub(now32) as i32;
+                now + Duration::from_micros(u64::from(ahead.max(0).unsigned_abs()))
+            })
+            .max()
+            .map(|t| t + PASS_MARGIN)
     }
 
     /// Per path: the lowest of the highest data sequences delivered by the paths that
@@ -212,9 +302,17 @@ impl Retransmit {
         }
         let gap = seq.wrapping_sub(h).wrapping_sub(1);
         let skip = gap.saturating_sub(MAX_MISSING as u32);
+        let sent_before = self.last_sent.unwrap_or(0);
         let due = match self.trigger {
             NackTrigger::FixedDelay => now + self.nack_delay,
-            NackTrigger::PerPath => now + self.fallback.max(self.nack_delay),
+            NackTrigger::PerPath => {
+                let fallback = now + self.fallback.max(self.nack_delay);
+                let passed = self
+                    .queues_capped
+                    .then(|| self.all_passed_at(now, sent_before))
+                    .flatten();
+                passed.map_or(fallback, |t| (t + self.nack_delay).min(fallback))
+            }
         };
         self.stats.nack_gave_up += u64::from(skip);
         for k in skip..gap {
@@ -243,7 +341,8 @@ impl Retransmit {
         let first = self.missing.iter().find(|m| m.due <= now)?.seq;
         let mut len = 0;
         self.bitmap = [0; MAX_BITMAP_LEN];
-        let again = now + rtt + rtt / 4 + self.nack_delay;
+        self.renack = rtt + rtt / 4 + self.nack_delay;
+        let again = now + self.renack;
         for m in self.missing.iter_mut().filter(|m| m.due <= now) {
             let off = m.seq.wrapping_sub(first);
             if off != 0 {
@@ -298,8 +397,12 @@ impl LossRecovery for Retransmit {
         None
     }
 
-    fn on_data_path(&mut self, now: Instant, seq: u32, path: PathId) {
-        self.on_path_arrival(now, seq, path);
+    fn set_queues_capped(&mut self, capped: bool) {
+        self.queues_capped = capped;
+    }
+
+    fn on_data_path(&mut self, now: Instant, seq: u32, path: PathId, sent_us: u32) {
+        self.on_path_arrival(now, seq, path, sent_us);
     }
 
     fn on_data_received(
@@ -339,6 +442,19 @@ impl LossRecovery for Retransmit {
             .min()
     }
 
+    /// A missing packet's repair is expected until the answer to its last nack is due:
+    /// `due` (its next nack, or the answer to its last) plus one re-nack interval per nack
+    /// still to come, and at most [`REPAIR_HOLD_MAX`] after its gap opened. Without it the
+    /// resequencing buffer gave holes up at its hole timeout, which measures reordering
+    /// between paths and knows nothing of repairs: never-worse's "both lossy" (5% and 1%
+    /// loss) released 61 holes before their retransmission arrived.
+    fn repair_expected(&self, seq: u32) -> Option<Instant> {
+        let i = self.missing.partition_point(|m| seq_lt(m.seq, seq));
+        let m = self.missing.get(i).filter(|m| m.seq == seq)?;
+        let to_come = self.max_nacks.saturating_sub(m.nacks);
+        Some((m.due + self.renack * to_come).min(m.seen + REPAIR_HOLD_MAX))
+    }
+
     fn stats(&self) -> LossRecoveryStats {
         LossRecoveryStats {
             method: "retransmit",
@@ -367,12 +483,20 @@ mod tests {
             ..RetransmitParams::default()
         });
         a.fallback = Duration::from_millis(200);
+        a.queues_capped = true;
         a
     }
 
-    /// Delivers data packet `seq` on `path` at `t` ms, as the session does.
+    /// Delivers data packet `seq` on `path` at `t` ms, as the session does; it was sent 1 ms
+    /// before on path 1, 41 ms before on others.
     fn arrive(a: &mut Retransmit, t: u64, seq: u32, path: PathId) {
-        a.on_path_arrival(ms(t), seq, path);
+        let delay = if path == 1 { 1 } else { 41 };
+        arrive_sent(a, t, seq, path, t as i64 - delay);
+    }
+
+    /// Delivers data packet `seq` on `path` at `t` ms, sent at `sent` ms.
+    fn arrive_sent(a: &mut Retransmit, t: u64, seq: u32, path: PathId, sent: i64) {
+        a.on_path_arrival(ms(t), seq, path, (sent * 1000) as u32);
         a.on_arrival(ms(t), seq);
     }
 
@@ -438,14 +562,26 @@ mod tests {
         assert!(nacked(&mut a, 805).is_empty());
         assert_eq!(nacked(&mut a, 806), [13]);
 
+        // Path 2 still counts (it delivered 1 ms ago) and has not passed 12, but its
+        // propagation delay is 41 ms: with at most 150 ms of queue before its bottleneck,
+        // it would have delivered 12, sent before 13 (at 0 ms), by 191 ms; 12 is nacked
+        // after the margin (20 ms) and the reordering allowance (5 ms), before the
+        // fallback (here 1 s).
         let mut a = arq(NackTrigger::PerPath);
+        a.fallback = Duration::from_secs(1);
         arrive(&mut a, 0, 10, 2);
         arrive(&mut a, 0, 11, 1);
         arrive(&mut a, 1, 13, 1);
-        // Path 2 still counts (it delivered 10 ms ago) and has not passed 12.
+        assert!(nacked(&mut a, 215).is_empty());
+        assert_eq!(nacked(&mut a, 216), [12]);
+        // A path that takes longer than the fallback to deliver: 200 ms after the gap
+        // opened it is nacked, path 2 or not.
+        let mut a = arq(NackTrigger::PerPath);
+        arrive_sent(&mut a, 0, 10, 2, -500);
+        arrive(&mut a, 0, 11, 1);
+        arrive(&mut a, 1, 13, 1);
         assert!(nacked(&mut a, 10).is_empty());
         assert!(nacked(&mut a, 200).is_empty());
-        // 200 ms after the gap opened it is nacked, path 2 or not.
         assert_eq!(nacked(&mut a, 201), [12]);
 
         // The reordering measured: a gap filled by a path 90 ms later, not a retransmission
@@ -475,5 +611,26 @@ mod tests {
             assert!(nacked(&mut a, 135).is_empty(), "{trigger:?}");
             assert_eq!(nacked(&mut a, 136), [1, 2], "{trigger:?}");
         }
+    }
+
+    /// A nacked packet's repair is expected until the answer to its last nack is due, and
+    /// no longer once it arrived; never more than [`REPAIR_HOLD_MAX`] after its gap opened.
+    #[test]
+    fn a_repair_is_expected_until_the_last_nack_is_answered() {
+        let mut a = arq(NackTrigger::PerPath);
+        arrive(&mut a, 0, 0, 1);
+        arrive(&mut a, 1, 3, 1);
+        assert_eq!(nacked(&mut a, 6), [1, 2]);
+        // Nacked once at 6 ms: answered by 136 ms, then two more nacks of 130 ms each.
+        assert_eq!(a.repair_expected(1), Some(ms(136 + 2 * 130)));
+        assert_eq!(a.repair_expected(0), None);
+        assert_eq!(a.repair_expected(4), None);
+        // Its retransmission arrives: no longer expected.
+        a.on_arrival(ms(50), 1);
+        assert_eq!(a.repair_expected(1), None);
+        assert_eq!(a.repair_expected(2), Some(ms(396)));
+        // Slow round trips: the gap's age caps the wait.
+        assert_eq!(a.build_nack(ms(136), Duration::from_secs(2)), Some((2, 0)));
+        assert_eq!(a.repair_expected(2), Some(ms(1) + REPAIR_HOLD_MAX));
     }
 }

@@ -99,10 +99,10 @@ pub trait LossRecovery: Send {
     /// A repair datagram was sent (after [`LossRecovery::poll_repair`] returned it).
     fn on_repair_sent(&mut self, _now: Instant) {}
 
-    /// A data packet sent once (not a retransmission) arrived from the peer on `path`;
-    /// called before [`LossRecovery::on_data_received`]. Retransmission detects loss per
-    /// path with it.
-    fn on_data_path(&mut self, _now: Instant, _seq: u32, _path: PathId) {}
+    /// A data packet sent once (not a retransmission) arrived from the peer on `path`,
+    /// sent at `sent_us` (the peer's clock, the datagram's timestamp); called before
+    /// [`LossRecovery::on_data_received`]. Retransmission detects loss per path with it.
+    fn on_data_path(&mut self, _now: Instant, _seq: u32, _path: PathId, _sent_us: u32) {}
 
     /// A data packet arrived from the peer (kept by decoders to recover others; it may
     /// complete earlier repair packets, whose recoveries go to `sink`).
@@ -133,6 +133,19 @@ pub trait LossRecovery: Send {
     }
 
     fn handle_timeout(&mut self, _now: Instant) {}
+
+    /// Whether the peer's schedulers cap the queue they put in front of each bottleneck
+    /// (both ends run the same engine configuration), so that a path's delay varies
+    /// within known bounds.
+    fn set_queues_capped(&mut self, _capped: bool) {}
+
+    /// Until when a repair of the missing data packet `seq` is still expected: the
+    /// resequencing buffer holds the hole open that long, past its hole timeout, rather
+    /// than give it up to the inner transport as a loss just before the repair arrives.
+    /// `None` when the method repairs no such hole (or has given it up).
+    fn repair_expected(&self, _seq: u32) -> Option<Instant> {
+        None
+    }
 
     /// Counters and state.
     fn stats(&self) -> LossRecoveryStats {

@@ -344,6 +344,23 @@ impl FlowTable {
     /// this end sends) learns its inbound path, is active again and, for TCP, notes the
     /// peer's FIN or RST.
     pub fn observe_incoming(&mut self, now: Instant, info: &PacketInfo, path: PathId) {
+        self.observe_incoming_from(now, info, path, false);
+    }
+
+    /// Like [`FlowTable::observe_incoming`] for a packet the peer resent (a retransmission
+    /// or a failover's resend): it took whatever path was fastest, not its flow's, so it
+    /// names the flow's inbound path only if none is known yet.
+    pub fn observe_resent_incoming(&mut self, now: Instant, info: &PacketInfo, path: PathId) {
+        self.observe_incoming_from(now, info, path, true);
+    }
+
+    fn observe_incoming_from(
+        &mut self,
+        now: Instant,
+        info: &PacketInfo,
+        path: PathId,
+        resent: bool,
+    ) {
         let rev = info.key.reversed();
         if !self.map.contains_key(&rev) {
             if !self.make_room(now) {
@@ -355,7 +372,9 @@ impl FlowTable {
             self.map.insert(rev, FlowEntry::fresh(id, 0, now));
         }
         if let Some(e) = self.map.get_mut(&rev) {
-            e.inbound = Some(path);
+            if !resent || e.inbound.is_none() {
+                e.inbound = Some(path);
+            }
             e.last_seen = now;
             if let Some(t) = info.tcp {
                 e.note_tcp(&t, false);

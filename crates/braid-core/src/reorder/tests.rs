@@ -228,3 +228,41 @@ fn unordered_packets_leave_at_once_and_are_no_holes() {
     assert_eq!(r.stats().holes_skipped, 0);
     assert_eq!(r.poll_timeout(), None);
 }
+
+/// A hole whose repair is still expected is held past the hole timeout: packets before it
+/// leave, it and those behind it wait until the repair arrives or is no longer expected.
+#[test]
+fn a_hole_under_repair_is_held_past_the_timeout() {
+    let mut r = Resequencer::new(Duration::from_millis(50), 64);
+    insert(&mut r, ms(0), 0);
+    insert(&mut r, ms(1), 2);
+    insert(&mut r, ms(2), 4);
+    insert(&mut r, ms(3), 5);
+    assert_eq!(drain(&mut r), vec![0]);
+    // Hole 1 was given up by the repair; hole 3's repair is expected until 120 ms.
+    let expected = |s: u32| (s == 3).then(|| ms(120));
+    assert_eq!(r.poll_timeout_repairing(expected), Some(ms(51)));
+    r.handle_timeout_repairing(ms(60), expected);
+    assert_eq!(drain(&mut r), vec![2]);
+    assert_eq!(r.poll_timeout_repairing(expected), Some(ms(120)));
+    r.handle_timeout_repairing(ms(100), expected);
+    assert!(drain(&mut r).is_empty());
+    // The repair arrives: everything behind it follows, and only hole 1 was skipped.
+    assert_eq!(
+        r.insert_resent(ms(110), 3, &3u32.to_be_bytes()),
+        Insert::Ready
+    );
+    assert_eq!(drain(&mut r), vec![3, 4, 5]);
+    assert_eq!(r.stats().holes_skipped, 1);
+
+    // A repair that never comes: the hole is given up once it is no longer expected.
+    let mut r = Resequencer::new(Duration::from_millis(50), 64);
+    insert(&mut r, ms(0), 0);
+    insert(&mut r, ms(1), 2);
+    assert_eq!(drain(&mut r), vec![0]);
+    r.handle_timeout_repairing(ms(60), |s| (s == 1).then(|| ms(120)));
+    assert!(drain(&mut r).is_empty());
+    r.handle_timeout_repairing(ms(120), |s| (s == 1).then(|| ms(120)));
+    assert_eq!(drain(&mut r), vec![2]);
+    assert_eq!(r.stats().holes_skipped, 1);
+}

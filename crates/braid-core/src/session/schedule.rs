@@ -288,14 +288,29 @@ impl Session {
     /// Records a data packet that arrived from the peer on `path`: the flow table learns
     /// the reverse direction's path, the resequencing buffer the delay gap between the
     /// paths that carry data, and the arrival is logged when predictions are.
-    pub(super) fn note_arrival(&mut self, now: Instant, path: PathId, seq: u32, packet: &[u8]) {
+    pub(super) fn note_arrival(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        seq: u32,
+        packet: &[u8],
+        resent: bool,
+    ) {
         if let Some(pi) = self.index[usize::from(path)].map(usize::from) {
             self.paths[pi].note_data_rx(now);
         }
         self.reseq.set_delay_gap(self.data_delay_gap(now));
+        // A resent packet (a retransmission, or a failover's resend) took whatever path was
+        // fastest, not its flow's: replies keep following the path the flow came in on.
         let info = flow::parse::parse(packet).or_else(|| self.decompressor.flow_info(packet));
         if let Some(info) = info {
-            self.scheduling.flows.observe_incoming(now, &info, path);
+            if resent {
+                self.scheduling
+                    .flows
+                    .observe_resent_incoming(now, &info, path);
+            } else {
+                self.scheduling.flows.observe_incoming(now, &info, path);
+            }
         }
         if self.config.record_predictions {
             let log = &mut self.scheduling.arrivals;
