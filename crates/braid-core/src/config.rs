@@ -44,10 +44,9 @@ pub enum SchedulerKind {
 /// `[engine]`). In TOML it is either a name, `loss_recovery = "evolution"`, which takes
 /// every parameter's default, or a table naming the kind and any parameters,
 /// `loss_recovery = { kind = "xor", redundancy_pct = 50 }`.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum LossRecoveryKind {
     /// No loss masking: losses reach the inner transport.
-    #[default]
     None,
     /// Evolution codes sent opportunistically (PluriBus §4, §4.1).
     Evolution(EvolutionParams),
@@ -61,6 +60,22 @@ pub enum LossRecoveryKind {
     ReedSolomon(ReedSolomonParams),
     /// Retransmission driven by the receiver's nacks (PluriBus §6.4.1's feedback baseline).
     Retransmit(RetransmitParams),
+}
+
+/// Retransmission is the default: a lossy path beside a clean one is then worth using, as
+/// "never worse than the best link" asks. Its repairs cost capacity only for what was lost
+/// (on clean paths, only what reordering makes it nack, which its per-path detection keeps
+/// rare), and arrive a
+/// round trip of the fastest path after the loss is seen, where a TCP inside without SACK
+/// (the simulator's, many embedded stacks) waits for its timeout. Quick never-worse with it
+/// against none: "three mixed" (10 ms clean, 100 ms 2%, 400 ms 10%) 1.23 x the best path
+/// (0.94), "fast + slow lossy" 1.15 (0.97), "both lossy" 4.6 (3.5). Coding
+/// (Evolution) masks losses without the round trip but sends coded packets whenever a
+/// path idles; it stays selectable.
+impl Default for LossRecoveryKind {
+    fn default() -> Self {
+        LossRecoveryKind::Retransmit(RetransmitParams::default())
+    }
 }
 
 /// How a receiver uses coded (XOR) packets.

@@ -784,6 +784,7 @@ impl Session {
             if self.paths[i].check_liveness(now, self.created, timeout) {
                 let id = self.paths[i].id();
                 self.push_event(Event::PathDown(id));
+                self.recovery.on_path_failed(now);
                 // Silence can tell first (short queues leave the stalled-ack rule little
                 // lead): what was in flight on the path is resent all the same.
                 if !stalled {

@@ -134,6 +134,15 @@ pub trait LossRecovery: Send {
 
     fn handle_timeout(&mut self, _now: Instant) {}
 
+    /// A path failed at `now` (either end of the session noticed): what the method would
+    /// repair of what was sent before, the peer resent or left to the inner transport
+    /// (`session/failover.rs`), so the receiver side stops waiting for it.
+    fn on_path_failed(&mut self, _now: Instant) {}
+
+    /// Data packet `seq` was lost with a failed path and is left to the inner transport
+    /// to recover (see `session/failover.rs`): the method does not repair it.
+    fn leave_to_transport(&mut self, _seq: u32) {}
+
     /// Whether the peer's schedulers cap the queue they put in front of each bottleneck
     /// (both ends run the same engine configuration), so that a path's delay varies
     /// within known bounds.

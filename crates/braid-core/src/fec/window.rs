@@ -37,6 +37,8 @@ struct Entry {
     /// The sampled receiver states in which this packet is missing, one bit per sample
     /// (Evolution's sampled estimate, [`super::sampled`]).
     missing: u64,
+    /// Left to the inner transport: [`Window::find`] no longer gives it.
+    forgotten: bool,
 }
 
 /// A bounded, sequence-ordered window of sent data packets.
@@ -91,6 +93,7 @@ impl Window {
             packet: buf,
             covered: 0,
             missing: 0,
+            forgotten: false,
         });
     }
 
@@ -144,14 +147,26 @@ impl Window {
         }
     }
 
-    /// The entry for data packet `seq`, if the window holds it.
+    /// The entry for data packet `seq`, if the window holds it (and it was not forgotten).
     pub fn find(&self, seq: u32) -> Option<&[u8]> {
         let front = self.entries.front()?.seq;
         let i = seq.wrapping_sub(front) as usize;
         self.entries
             .get(i)
-            .filter(|e| e.seq == seq)
+            .filter(|e| e.seq == seq && !e.forgotten)
             .map(|e| e.packet.as_slice())
+    }
+
+    /// Stops giving data packet `seq` to [`Window::find`] (it is left to the inner
+    /// transport to recover).
+    pub fn forget(&mut self, seq: u32) {
+        let Some(front) = self.entries.front().map(|e| e.seq) else {
+            return;
+        };
+        let i = seq.wrapping_sub(front) as usize;
+        if let Some(e) = self.entries.get_mut(i).filter(|e| e.seq == seq) {
+            e.forgotten = true;
+        }
     }
 
     fn pop_front(&mut self) {

@@ -75,6 +75,8 @@ pub(super) struct ResendRing {
     pub(super) resent: u64,
     /// Packets outstanding on a failed path left to the inner TCP's own recovery.
     pub(super) left: u64,
+    /// Their data sequence numbers, from the last failure (scratch).
+    left_seqs: Vec<u32>,
 }
 
 impl ResendRing {
@@ -171,6 +173,7 @@ impl Session {
                 self.paths[p].declare_stalled(now);
                 let id = self.paths[p].id();
                 self.push_event(Event::PathDown(id));
+                self.recovery.on_path_failed(now);
                 self.resend_in_flight(p);
             }
         }
@@ -212,6 +215,7 @@ impl Session {
             });
             if recovered_by_tcp {
                 ring.left += 1;
+                ring.left_seqs.push(s.seq);
                 continue;
             }
             if let Some(s) = ring.slots[k].take() {
@@ -219,6 +223,13 @@ impl Session {
             }
         }
         let next = self.next_data_seq;
+        // What is left to the inner TCP is left to it by the loss recovery too: repairing
+        // it would hide from the TCP that the bond lost a path's worth of capacity.
+        for &seq in &ring.left_seqs {
+            self.recovery.leave_to_transport(seq);
+        }
+        ring.left_seqs.clear();
+        let ring = &mut self.failover;
         ring.scratch
             .sort_unstable_by_key(|&(seq, _)| seq.wrapping_sub(next) as i32);
         ring.resent += ring.scratch.len() as u64;

@@ -99,9 +99,12 @@ rate_mbps = 12
 
 #[test]
 fn corrupted_datagrams_are_dropped_before_the_engine() {
+    // Without loss recovery, so that what the checksum dropped reaches the sink as loss.
     let s = parse(
         r#"
 duration_s = 10
+[engine]
+loss_recovery = "none"
 [[path]]
 name = "a"
 up = { rate_mbps = 10, delay_ms = 20 }
