@@ -193,9 +193,9 @@ impl Session {
     }
 
     /// Tells the loss recovery whether the schedulers cap the queue in front of each
-    /// bottleneck (see [`Session::repairs_held`]).
+    /// bottleneck (see [`Session::queues_capped`]).
     fn sync_queues_capped(&mut self) {
-        let capped = self.repairs_held();
+        let capped = self.queues_capped();
         self.recovery.set_queues_capped(capped);
     }
 
@@ -440,8 +440,7 @@ impl Session {
             self.guard_due = false;
             if self.config.loss_guard {
                 let masked = self.config.loss_recovery != crate::LossRecoveryKind::None;
-                let capped =
-                    (self.scheduling.schedulers.iter()).all(|s| s.caps_bottleneck_queues());
+                let capped = self.queues_capped();
                 crate::sched::guard::update_with_loss_limited(&mut self.paths, masked, capped);
             }
         }
@@ -730,11 +729,10 @@ impl Session {
                 next = next.min(t);
             }
         };
-        let repairs = self.repairs_held();
         let recovery = &self.recovery;
         consider(
             self.reseq
-                .poll_timeout_repairing(|seq| repairs.then(|| recovery.repair_expected(seq))?),
+                .poll_timeout_repairing(|seq| recovery.repair_expected(seq)),
         );
         consider(
             self.scheduling
@@ -756,16 +754,10 @@ impl Session {
         (next != Instant::MAX).then_some(next)
     }
 
-    /// Whether the resequencing buffer holds a hole open while its repair is expected
-    /// ([`crate::fec::LossRecovery::repair_expected`]): only under schedulers that cap the
-    /// queue in front of each bottleneck. Their congestion signal to the inner transport
-    /// is the send queue's drop-tail, which no repair masks (a refused packet takes no
-    /// data sequence number), so what a repair masks is the paths' own loss. A window
-    /// scheduler (ADAS) overflows a slow link's queue instead: masking those drops blinds
-    /// the inner TCP to the congestion it causes. Under ADAS with the hold, prism-fig8's
-    /// three links of 0.42-2.38 Mbit/s carried 3967 retransmissions in 30 s (39 without)
-    /// and the bulk flow fell from 3.86 to 3.45 Mbit/s.
-    fn repairs_held(&self) -> bool {
+    /// Whether every scheduler caps the queue it puts in front of each bottleneck, so that
+    /// what a path loses is its own loss and not the bond's overflow: the loss guard's
+    /// loss-limited rule and the loss recovery's repair hold depend on it.
+    fn queues_capped(&self) -> bool {
         (self.scheduling.schedulers.iter()).all(|s| s.caps_bottleneck_queues())
     }
 
@@ -773,10 +765,9 @@ impl Session {
     /// recovery. Harmless when called early.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.advance(now);
-        let repairs = self.repairs_held();
         let recovery = &self.recovery;
         self.reseq
-            .handle_timeout_repairing(now, |seq| repairs.then(|| recovery.repair_expected(seq))?);
+            .handle_timeout_repairing(now, |seq| recovery.repair_expected(seq));
         self.recovery.handle_timeout(now);
         for i in 0..self.paths.len() {
             let timeout = self.silence_timeout(i);
