@@ -110,7 +110,7 @@ fn a_wrong_daemon_config_is_one_line_and_a_failure() {
     let f = dir.join("gateway.toml");
     let text = std::fs::read_to_string(repo().join("examples/gateway.toml"))
         .unwrap()
-        .replace("capacity_mbps = 20", "capacity_mbs = 20");
+        .replace("metered = true", "meterd = true");
     std::fs::write(&f, text).unwrap();
     for role in ["gateway", "server"] {
         let o = braid(&[role, "--config", f.to_str().unwrap(), "--check"]);
@@ -121,7 +121,7 @@ fn a_wrong_daemon_config_is_one_line_and_a_failure() {
     }
     let o = braid(&["gateway", "--config", f.to_str().unwrap(), "--check"]);
     assert!(
-        stderr(&o).contains("unknown key `capacity_mbs`"),
+        stderr(&o).contains("unknown key `meterd`"),
         "{}",
         stderr(&o)
     );

@@ -141,7 +141,6 @@ capacity_mbps = 500
 [[uplink]]
 name = "wan-b"
 interface = "b0"
-capacity_mbps = 500
 metered = true
 
 [control]

@@ -148,7 +148,7 @@ impl Session {
             }
             // At most 256 distinct ids, so the position fits in a u8.
             *slot = Some(i as u8);
-            list.push(Path::new(p, config.capacity_interval));
+            list.push(Path::new(p, config.capacity_interval, now));
         }
         let mut session = Session {
             scheduling: schedule::Scheduling::new(&config),

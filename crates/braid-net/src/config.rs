@@ -112,12 +112,12 @@ pub enum Binding {
 pub struct Uplink {
     pub name: String,
     pub binding: Binding,
-    /// Expected upstream capacity until measured, bit/s.
-    pub capacity_bps: u64,
-    /// Expected downstream capacity until measured, bit/s: what the gateway reports to the
-    /// server as the path's capacity before it has measured one. `None`: the upstream
-    /// capacity stands in (cellular downlinks are often several times faster, and the
-    /// server then sees a queue that is not there and moves short flows off the fast path).
+    /// Optional hint: expected upstream capacity until the server has measured it, bit/s.
+    /// `None` (the default): learned, with the engine's stand-in until then.
+    pub capacity_bps: Option<u64>,
+    /// Optional hint: expected downstream capacity until measured, bit/s, what the gateway
+    /// reports to the server before it has measured one. `None`: the upstream hint stands
+    /// in, or, without one, it is learned.
     pub down_capacity_bps: Option<u64>,
     /// Its bytes cost money: status shows them, and the engine is told.
     pub metered: bool,
@@ -216,15 +216,10 @@ struct UplinkSection {
     name: Option<String>,
     interface: Option<String>,
     source: Option<IpAddr>,
-    #[serde(default = "default_capacity")]
-    capacity_mbps: f64,
+    capacity_mbps: Option<f64>,
     down_capacity_mbps: Option<f64>,
     #[serde(default)]
     metered: bool,
-}
-
-fn default_capacity() -> f64 {
-    100.0
 }
 
 #[derive(Deserialize)]
@@ -386,23 +381,23 @@ impl GatewayConfig {
                     "uplink '{name}' binds to the same interface or address as another: each uplink needs its own"
                 )));
             }
-            if !(u.capacity_mbps.is_finite() && u.capacity_mbps > 0.0 && u.capacity_mbps <= 1e6) {
-                return Err(err(format!(
-                    "uplink '{name}': capacity_mbps = {}: expected a number of Mbit/s above 0",
-                    u.capacity_mbps
-                )));
-            }
-            if let Some(d) = u.down_capacity_mbps {
-                if !(d.is_finite() && d > 0.0 && d <= 1e6) {
-                    return Err(err(format!(
-                        "uplink '{name}': down_capacity_mbps = {d}: expected a number of Mbit/s above 0"
-                    )));
+            for (key, v) in [
+                ("capacity_mbps", u.capacity_mbps),
+                ("down_capacity_mbps", u.down_capacity_mbps),
+            ] {
+                if let Some(v) = v {
+                    if !(v.is_finite() && v > 0.0 && v <= 1e6) {
+                        return Err(err(format!(
+                            "uplink '{name}': {key} = {v}: expected a number of Mbit/s above 0 \
+                             (or leave it out: braid learns the capacity)"
+                        )));
+                    }
                 }
             }
             uplinks.push(Uplink {
                 name,
                 binding,
-                capacity_bps: (u.capacity_mbps * 1e6) as u64,
+                capacity_bps: u.capacity_mbps.map(|c| (c * 1e6) as u64),
                 down_capacity_bps: u.down_capacity_mbps.map(|d| (d * 1e6) as u64),
                 metered: u.metered,
             });

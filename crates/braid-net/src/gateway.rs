@@ -755,10 +755,16 @@ fn new_session(
         .uplinks
         .iter()
         .enumerate()
-        .map(|(i, u)| PathConfig {
-            id: i as PathId,
-            tx_capacity_bps: u.capacity_bps,
-            rx_capacity_bps: u.down_capacity_bps.unwrap_or(u.capacity_bps),
+        .map(|(i, u)| {
+            let learned = PathConfig::learned(i as PathId);
+            PathConfig {
+                tx_capacity_bps: u.capacity_bps.unwrap_or(learned.tx_capacity_bps),
+                rx_capacity_bps: u
+                    .down_capacity_bps
+                    .or(u.capacity_bps)
+                    .unwrap_or(learned.rx_capacity_bps),
+                ..learned
+            }
         })
         .collect();
     let mut c = config::engine_config(&cfg.engine, mtu, session_id);

@@ -739,15 +739,9 @@ impl Server {
         c.flow_hash_seed = crate::system::random_u64();
         let n = paths.clamp(1, MAX_PATHS);
         let pc: Vec<PathConfig> = (0..n)
-            .map(|i| PathConfig {
-                id: i,
-                // Until the gateway's reports say: its configured capacity of each
-                // uplink, then the measured one.
-                tx_capacity_bps: 100_000_000,
-                // Unknown: measured from what arrives (reported as 0 until then, so the
-                // gateway keeps its configured capacity).
-                rx_capacity_bps: 0,
-            })
+            // Learned: the gateway's reports carry its hints or its measurements, and what
+            // arrives here is measured (reported as unknown until then).
+            .map(PathConfig::learned)
             .collect();
         let Ok(mut session) = Session::new(c, Role::Server, &pc, now) else {
             return false;

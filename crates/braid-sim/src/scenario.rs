@@ -113,6 +113,10 @@ pub struct EngineSection {
     pub path_timeout_ms: Option<f64>,
     /// Capacity estimator interval, ms (PluriBus §4.2: 500).
     pub capacity_interval_ms: Option<f64>,
+    /// Configure each engine with its links' mean rates as expected capacities, as a
+    /// user who knows them would (default false: learned, as the daemons run without
+    /// `capacity_mbps`).
+    pub capacity_hint: Option<bool>,
     /// Bypass braid: the hosts talk directly over the path of this name (the single-link
     /// baselines of PluriBus Fig 8).
     pub direct: Option<String>,

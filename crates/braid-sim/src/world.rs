@@ -196,23 +196,31 @@ impl World {
             }
             None => {
                 let config = scenario.engine_config();
-                let gw_paths: Vec<PathConfig> = rates
+                // As the daemons run by default, each end learns its paths' capacities;
+                // `capacity_hint` configures the links' mean rates instead.
+                let hinted = scenario.engine.capacity_hint.unwrap_or(false);
+                let (gw_paths, srv_paths): (Vec<PathConfig>, Vec<PathConfig>) = rates
                     .iter()
                     .enumerate()
-                    .map(|(i, &(up, down))| PathConfig {
-                        id: path_id(i),
-                        tx_capacity_bps: up,
-                        rx_capacity_bps: down,
+                    .map(|(i, &(up, down))| {
+                        let id = path_id(i);
+                        if hinted {
+                            let gw = PathConfig {
+                                id,
+                                tx_capacity_bps: up,
+                                rx_capacity_bps: down,
+                            };
+                            let srv = PathConfig {
+                                id,
+                                tx_capacity_bps: down,
+                                rx_capacity_bps: up,
+                            };
+                            (gw, srv)
+                        } else {
+                            (PathConfig::learned(id), PathConfig::learned(id))
+                        }
                     })
-                    .collect();
-                let srv_paths: Vec<PathConfig> = gw_paths
-                    .iter()
-                    .map(|p| PathConfig {
-                        id: p.id,
-                        tx_capacity_bps: p.rx_capacity_bps,
-                        rx_capacity_bps: p.tx_capacity_bps,
-                    })
-                    .collect();
+                    .unzip();
                 let system = format!(
                     "braid {}/{}",
                     kebab(&config.scheduler),

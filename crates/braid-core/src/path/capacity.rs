@@ -47,6 +47,12 @@
 //!   ("capacity ... is different from throughput ... the two are equal in the absence of
 //!   losses"), so a datagram that reveals a gap of `n` missing sequence numbers counts
 //!   `n + 1` datagrams of its size; otherwise a path losing 5% would be estimated 5% slow.
+//! - A capacity nobody configured is measured at once: the first interval that qualifies
+//!   sets it, and closes as soon as it holds [`FIRST_BUSY_PAIRS`] busy pairs. Until then
+//!   the sender assumes a fast link and overdrives the path (PluriBus bootstraps with the
+//!   configured capacity instead); three full intervals kept that up for 1.5 s and more,
+//!   and the bottleneck's drop-tail took hundreds of datagrams (prism-fig8 at 70%
+//!   disparity). The paper's three-interval rule moves every later estimate.
 //! - Intervals that do not qualify are skipped: they neither count towards nor break a run
 //!   of three. A qualifying interval in the opposite direction starts a new run.
 
@@ -58,6 +64,8 @@ use crate::Instant;
 pub const MIN_BUSY_PAIRS: u32 = 3;
 /// Qualifying intervals in a row needed to move the estimate.
 pub const RUN: usize = 3;
+/// Busy pairs after which the first interval of an unknown capacity closes.
+pub const FIRST_BUSY_PAIRS: u32 = 8;
 /// Arrival gap over send gap beyond which two datagrams of similar size queued at the
 /// bottleneck (jitter alone stays below it).
 pub const SPREAD: f64 = 1.25;
@@ -190,6 +198,11 @@ impl CapacityEstimator {
             }
         }
         self.previous = Some((now, sent, wire_bytes, busy));
+        if !self.known && iv.busy_pairs >= FIRST_BUSY_PAIRS {
+            let iv = *iv;
+            self.current = None;
+            changed = self.close(iv).or(changed);
+        }
         changed
     }
 
@@ -230,6 +243,13 @@ impl CapacityEstimator {
         };
         rates[*n] = rate;
         *n += 1;
+        if !self.known {
+            // The first measurement of an unknown capacity stands alone.
+            self.run = None;
+            self.known = true;
+            self.estimate_bps = rate.max(1);
+            return Some(self.estimate_bps);
+        }
         if *n < RUN {
             return None;
         }
@@ -237,13 +257,7 @@ impl CapacityEstimator {
         sorted.sort_unstable();
         let median = sorted[RUN / 2];
         self.run = None;
-        let new = if self.known {
-            ((u128::from(self.estimate_bps) + u128::from(median)) / 2) as u64
-        } else {
-            median
-        };
-        let new = new.max(1);
-        self.known = true;
+        let new = (((u128::from(self.estimate_bps) + u128::from(median)) / 2) as u64).max(1);
         if new == self.estimate_bps {
             None
         } else {
@@ -298,12 +312,20 @@ mod tests {
         let mut c = CapacityEstimator::new(0, Duration::from_millis(500));
         assert!(!c.is_known());
         assert_eq!(c.estimate_bps(), UNKNOWN_BPS);
-        // Sent at 8 Mbit/s, received at 2 Mbit/s: 2, not the average with the stand-in.
-        for k in 0..3 {
-            assert_eq!(interval(&mut c, k * 500, 100, 1000, 4000), None);
-        }
-        assert_eq!(interval(&mut c, 1500, 1, 1000, 4000), Some(2_000_000));
+        // Sent at 8 Mbit/s, received at 2 Mbit/s: 2, not the average with the stand-in, and
+        // at once: after FIRST_BUSY_PAIRS busy pairs.
+        // (The first pair is not busy: its second datagram had not waited the arrival gap.)
+        let first = (0..100u64).find_map(|i| {
+            let now = Instant::from_micros(i * 4 * MS);
+            c.on_datagram(now, (i * MS) as u32, 1000, 0).map(|v| (i, v))
+        });
+        assert_eq!(first, Some((u64::from(FIRST_BUSY_PAIRS) + 1, 2_000_000)));
         assert!(c.is_known());
+        // Later estimates move by the paper's rule: three intervals in a row.
+        assert_eq!(interval(&mut c, 400, 60, 1000, 8000), None);
+        assert_eq!(interval(&mut c, 900, 60, 1000, 8000), None);
+        assert_eq!(interval(&mut c, 1400, 60, 1000, 8000), None);
+        assert_eq!(interval(&mut c, 1900, 1, 1000, 8000), Some(1_500_000));
         assert!(CapacityEstimator::new(1, Duration::from_millis(500)).is_known());
     }
 

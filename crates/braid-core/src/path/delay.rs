@@ -13,6 +13,14 @@
 //! datagram missing in between (the path's sequence numbers tell). Without this, a lossy
 //! path's propagation delay reads long by about a transmission time.
 //!
+//! Until the path's capacity has been measured (none configured: it is learned), the
+//! empty-queue test cannot be made: at a stand-in capacity far above the link's, every
+//! datagram passes it, and queueing delay enters the average, which then never comes down
+//! on a saturated path, whose datagrams seldom see an empty queue (prism-fig8, three equal
+//! links: one read 80 ms long and carried a third of its share). Meanwhile the estimate is
+//! the smallest one-way delay seen, the datagram closest to an empty queue; the average
+//! starts from it once the capacity is known.
+//!
 //! Times are 32-bit microsecond timestamps that wrap; the estimate is kept in the same
 //! wrapping space and averaged with wrapping differences. The paper gives no weight for
 //! the average; we use 1/8, as TCP does for its smoothed RTT.
@@ -44,16 +52,26 @@ impl DelayEstimator {
     }
 
     /// Accounts for a datagram of `wire_bytes` sent at the sender's timestamp `sent` and
-    /// received at `now`, on a path whose capacity is estimated at `capacity_bps`, after
-    /// `missing` datagrams of the path that never arrived.
+    /// received at `now`, on a path whose capacity is estimated at `capacity_bps` (`None`
+    /// while it is unknown), after `missing` datagrams of the path that never arrived.
     pub fn on_datagram(
         &mut self,
         now: Instant,
         sent: u32,
         wire_bytes: usize,
-        capacity_bps: u64,
+        capacity_bps: Option<u64>,
         missing: u32,
     ) {
+        let Some(capacity_bps) = capacity_bps else {
+            self.last_arrival = Some(now);
+            let sample = now.wire_timestamp().wrapping_sub(sent);
+            self.samples += 1;
+            self.estimate = Some(match self.estimate {
+                Some(est) if (est.wrapping_sub(sample) as i32) < 0 => est,
+                _ => sample,
+            });
+            return;
+        };
         let tx = transmission_time(wire_bytes, capacity_bps);
         let qualifies = match self.last_arrival {
             None => true,
@@ -88,7 +106,7 @@ mod tests {
         for i in 0..50u64 {
             let s = 10_000_000 + i * 100_000; // every 100 ms: queue always empty
             let r = (s as i64 + skew + 40_000 + 10_000) as u64;
-            e.on_datagram(Instant::from_micros(r), s as u32, 1250, 1_000_000, 0);
+            e.on_datagram(Instant::from_micros(r), s as u32, 1250, Some(1_000_000), 0);
         }
         let est = e.estimate().unwrap();
         assert_eq!(est, (40_000i64 + skew) as i32 as u32);
@@ -103,7 +121,7 @@ mod tests {
         for i in 0..10u64 {
             let s = 1_000_000u64; // all sent at once
             let r = s + 40_000 + (i + 1) * 10_000;
-            e.on_datagram(Instant::from_micros(r), s as u32, 1250, 1_000_000, 0);
+            e.on_datagram(Instant::from_micros(r), s as u32, 1250, Some(1_000_000), 0);
         }
         assert_eq!(e.samples(), 1);
         assert_eq!(e.estimate(), Some(40_000));
@@ -118,18 +136,46 @@ mod tests {
             Instant::from_micros(1_050_000),
             1_000_000,
             1250,
-            1_000_000,
+            Some(1_000_000),
             0,
         );
         e.on_datagram(
             Instant::from_micros(1_070_000),
             1_000_000,
             1250,
-            1_000_000,
+            Some(1_000_000),
             1,
         );
         assert_eq!(e.samples(), 1);
         assert_eq!(e.estimate(), Some(40_000));
+    }
+
+    #[test]
+    fn an_unknown_capacity_takes_the_smallest_delay_then_averages_from_it() {
+        let mut e = DelayEstimator::default();
+        // A saturated 1 Mbit/s path (10 ms per datagram), sent back to back: the queue
+        // grows by 5 ms a datagram. With the capacity unknown, the first (empty-queue)
+        // delay stands.
+        for i in 0..20u64 {
+            let s = 1_000_000 + i * 5_000;
+            let r = 1_000_000 + 40_000 + (i + 1) * 10_000;
+            e.on_datagram(Instant::from_micros(r), s as u32, 1250, None, 0);
+        }
+        assert_eq!(e.estimate(), Some(50_000));
+        // Known now: only spaced datagrams move it, towards d = 40 ms.
+        for i in 0..120u64 {
+            let s = 2_000_000 + i * 100_000;
+            e.on_datagram(
+                Instant::from_micros(s + 50_000),
+                s as u32,
+                1250,
+                Some(1_000_000),
+                0,
+            );
+        }
+        // Within the average's rounding (a step below 1/8 µs × 8 rounds to nothing).
+        let est = e.estimate().unwrap();
+        assert!((40_000..=40_004).contains(&est), "{est}");
     }
 
     #[test]
@@ -140,7 +186,7 @@ mod tests {
             let r = 1_000_000 + i * 100_000;
             let off: i64 = if i % 2 == 0 { -1000 } else { 1000 };
             let s = (r as i64 - off) as u64 as u32;
-            e.on_datagram(Instant::from_micros(r), s, 0, 1_000_000, 0);
+            e.on_datagram(Instant::from_micros(r), s, 0, Some(1_000_000), 0);
         }
         let v = e.estimate().unwrap() as i32;
         assert!(v.abs() < 200, "{v}");

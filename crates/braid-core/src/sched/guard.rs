@@ -264,6 +264,7 @@ mod tests {
                     rx_capacity_bps: 10_000_000,
                 },
                 std::time::Duration::from_millis(500),
+                crate::Instant::ZERO,
             )
         };
         let mut p = fresh();

@@ -50,6 +50,7 @@ impl PathSpec {
                 rx_capacity_bps: self.capacity_bps,
             },
             Duration::from_millis(500),
+            crate::Instant::ZERO,
         );
         p.set_for_test(
             self.delay_us,

@@ -49,7 +49,9 @@ fn good_configs_parse() {
     let g = GatewayConfig::parse("gw.toml", GATEWAY).unwrap();
     assert_eq!(g.uplinks.len(), 2);
     assert_eq!(g.uplinks[0].name, "lo");
-    assert_eq!(g.uplinks[1].capacity_bps, 20_000_000);
+    // Capacities are learned unless hinted.
+    assert_eq!(g.uplinks[0].capacity_bps, None);
+    assert_eq!(g.uplinks[1].capacity_bps, Some(20_000_000));
     assert!(g.uplinks[1].metered);
     assert_eq!(g.tun, "braid0");
     assert_eq!(g.server_endpoint, "192.0.2.1:51820".parse().unwrap());

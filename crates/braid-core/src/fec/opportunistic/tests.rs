@@ -20,6 +20,7 @@ fn path(id: PathId, loss: u16) -> Path {
             rx_capacity_bps: 1_200_000,
         },
         Duration::from_millis(500),
+        crate::Instant::ZERO,
     );
     let e = PathEntry {
         path: id,

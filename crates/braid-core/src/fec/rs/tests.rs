@@ -16,6 +16,7 @@ fn path() -> Path {
             rx_capacity_bps: 10_000_000,
         },
         Duration::from_millis(500),
+        crate::Instant::ZERO,
     )
 }
 
