@@ -24,6 +24,20 @@ pub fn symmetric_path(name: &str, rate_kbps: f64, delay_ms: f64, extra: &str) ->
     format!("[[path]]\nname = \"{name}\"\nup = {l}\ndown = {l}\n")
 }
 
+/// braid as `braid gateway` and `braid server` run it: an empty `[engine]` (the engine's
+/// defaults) and no capacity configured. Every headline measures this system.
+pub const BRAID_DEFAULTS: &str = "braid";
+
+/// The `[engine]` lines of a compared system: none for [`BRAID_DEFAULTS`], else the
+/// scheduler of that name with everything else at its default.
+pub fn engine_of(system: &str) -> String {
+    if system == BRAID_DEFAULTS {
+        String::new()
+    } else {
+        format!("scheduler = \"{system}\"")
+    }
+}
+
 /// A whole scenario from its parts. `engine` holds `key = value` lines for `[engine]`.
 pub fn scenario(
     name: &str,

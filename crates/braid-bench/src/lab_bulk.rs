@@ -3,7 +3,6 @@
 //! each path alone, in real kernels. Headline: braid's goodput over MPTCP's on the
 //! hardest case (four paths).
 
-use braid_core::{LossRecoveryKind, NackTrigger, RetransmitParams};
 use braid_lab::accuracy::TCP_PAYLOAD;
 use braid_lab::braid_daemon::{BraidSettings, BraidTunnel};
 use braid_lab::experiment;
@@ -25,30 +24,11 @@ const PATHS: [(&str, f64, f64, f64); 4] = [
     ("edge", 2.0, 20.0, 0.0),
 ];
 
-/// braid's scheduler for bulk transfers.
-const BRAID_SCHEDULER: &str = "delay-based";
-
-/// braid's loss recovery for bulk transfers: retransmission driven by the receiver's nacks
-/// (PluriBus §6.4.1's feedback baseline), so that the dsl path's 1% loss does not reach the
-/// inner TCP (without it Cubic halves its window for each loss and the bond stays near the
-/// lte path's rate). Coding would cost a fixed share of every path's capacity; a nack costs
-/// one retransmission per loss. The receiver detects loss per path (the default
-/// `NackTrigger::PerPath`): delay-based striping over these paths (20-200 ms RTT) reorders
-/// packets by tens of ms, and a fixed 5 ms wait nacked nearly every packet of the slower
-/// paths (measured in a 20 s run: 16,588 retransmissions for some 300 losses, the links'
-/// queues overflowing with them).
-const BRAID_RECOVERY: LossRecoveryKind = LossRecoveryKind::Retransmit(RetransmitParams {
-    nack_delay_ms: 5.0,
-    max_nacks: 3,
-    trigger: NackTrigger::PerPath,
-});
-
+/// braid as a user runs it: an empty `[engine]` (delay-based scheduling, retransmission
+/// driven by the receiver's per-path nacks, so that the dsl path's 1% loss does not reach
+/// the inner TCP), capacities learned.
 fn braid_settings() -> BraidSettings {
-    BraidSettings {
-        scheduler: BRAID_SCHEDULER.into(),
-        loss_recovery: BRAID_RECOVERY,
-        aqm: None,
-    }
+    BraidSettings::default()
 }
 
 fn paths(n: usize) -> Vec<PathSpec> {
@@ -118,7 +98,7 @@ fn run_case(
     let braid = match braid_why {
         Some(_) => None,
         None => {
-            let system = System::Braid(BRAID_SCHEDULER.into());
+            let system = System::Braid(braid_settings().label());
             let _tunnel = BraidTunnel::start_with(&lab, &braid_settings())?;
             Some(experiment::bulk(&mut lab, &[system], duration, omit)?.remove(0))
         }
@@ -147,8 +127,7 @@ fn run_case(
             "of_capacity": num(mptcp_goodput / capacity),
         },
         "braid": {
-            "scheduler": BRAID_SCHEDULER,
-            "loss_recovery": BRAID_RECOVERY.to_string(),
+            "settings": braid_settings().label(),
             "goodput_mbps": num(braid_goodput),
             "of_capacity": num(braid_goodput / capacity),
             "unavailable": braid_why,
@@ -198,7 +177,7 @@ impl Bench for LabBulk {
             "iperf3 download, Cubic, {duration} s after {omit} s left out; capacity = summed \
              rates x 1448/1500 (TCP payload per IP packet); the single paths run at once, \
              one per path; MPTCP's first subflow is on the path of highest capacity (lte); queues 250 ms; \
-             braid: {BRAID_SCHEDULER} + {BRAID_RECOVERY} (loss detected per path)"
+             braid: its defaults, capacities learned"
         )];
         if let Some(why) = &braid_why {
             notes.push(format!(

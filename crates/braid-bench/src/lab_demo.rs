@@ -77,8 +77,8 @@ pub fn run(opts: &mut Options<'_>, live: &mut dyn FnMut(&str)) -> Result<BenchRe
     let (run_for, grace) = (Duration::from_secs(secs), Duration::from_secs(20));
     let mut lab = Lab::build(&paths, opts.seed)?;
     let braid = BraidSettings {
-        scheduler: crate::kebab(&sc.engine.scheduler),
-        loss_recovery: sc.engine.loss_recovery,
+        scheduler: Some(crate::kebab(&sc.engine.scheduler)),
+        loss_recovery: Some(sc.engine.loss_recovery),
         aqm: None,
     };
     let braid_label = format!("braid ({})", braid.label());
@@ -90,10 +90,7 @@ pub fn run(opts: &mut Options<'_>, live: &mut dyn FnMut(&str)) -> Result<BenchRe
             (0..paths.len()).map(System::Path).collect(),
         ),
         ("Linux MPTCP".into(), vec![lab.mptcp()]),
-        (
-            braid_label.clone(),
-            vec![System::Braid(braid.scheduler.clone())],
-        ),
+        (braid_label.clone(), vec![System::Braid(braid.label())]),
     ];
     if let Some(why) = lab.mptcp_unavailable() {
         live(&format!("Linux MPTCP unavailable here: {why}"));

@@ -1,7 +1,7 @@
 //! `lab-failover`: one of two emulated paths is blackholed (both ways, for good) during a
 //! bulk download and a stream of short web flows: how long until the download's goodput
-//! recovers, and whether any connection was reset, for Linux MPTCP and braid. Headline:
-//! braid's recovery time.
+//! recovers, and whether any connection was reset, for Linux MPTCP and braid's defaults.
+//! Headline: braid's recovery time.
 
 use braid_lab::accuracy::TCP_PAYLOAD;
 use braid_lab::braid_daemon::{BraidSettings, BraidTunnel};
@@ -112,17 +112,11 @@ impl Bench for LabFailover {
                 systems.insert("braid".into(), json!({ "unavailable": why }));
             }
             None => {
-                // The send queue's CoDel on (an engine option, off by default): without it
-                // the inner TCP fills the survivor's queues, and every loss after the
-                // failover holds delivery for a round trip of 300-700 ms (docs/lab.md).
-                let scheduler = "delay-based";
-                let settings = BraidSettings {
-                    aqm: Some(true),
-                    ..BraidSettings::scheduler(scheduler)
-                };
+                // braid as a user runs it: an empty [engine], capacities learned.
+                let settings = BraidSettings::default();
                 let _tunnel = BraidTunnel::start_with(&lab, &settings)?;
-                let r = run(&mut lab, &System::Braid(scheduler.into()))?;
-                let label = format!("braid ({scheduler}, aqm)");
+                let r = run(&mut lab, &System::Braid(settings.label()))?;
+                let label = format!("braid ({})", settings.label());
                 table.row(row(&label, &r));
                 headline = r.recovery_ms.unwrap_or(f64::INFINITY);
                 reset = r.bulk_reset || r.web.resets > 0;

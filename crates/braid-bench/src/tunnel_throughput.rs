@@ -173,7 +173,7 @@ fn braid(
     )?;
     let mut uplinks = String::new();
     for i in ["a0", "b0"].iter().take(paths) {
-        uplinks += &format!("[[uplink]]\ninterface = \"{i}\"\ncapacity_mbps = 5000\n");
+        uplinks += &format!("[[uplink]]\ninterface = \"{i}\"\n");
     }
     let gw_cfg = dir.join(format!("gateway-{tag}.toml"));
     write(

@@ -69,14 +69,15 @@ pub fn unavailable() -> Option<String> {
     (!nft).then(|| "nft is missing (apt-get install nftables)".to_owned())
 }
 
-/// braid's engine settings for a lab run.
-#[derive(Clone, Debug)]
+/// braid's engine settings for a lab run; `None` leaves a key out of `[engine]`, so the
+/// daemons run their default (`BraidSettings::default()`: braid as a user runs it).
+#[derive(Clone, Debug, Default)]
 pub struct BraidSettings {
     /// A braid-core scheduler name (`delay-based`, `min-conn-path`, ...).
-    pub scheduler: String,
+    pub scheduler: Option<String>,
     /// The loss-recovery method, with its parameters.
-    pub loss_recovery: LossRecoveryKind,
-    /// The engine's `aqm` setting (the send queue's CoDel; `None`: the default).
+    pub loss_recovery: Option<LossRecoveryKind>,
+    /// The engine's `aqm` setting (the send queue's CoDel).
     pub aqm: Option<bool>,
 }
 
@@ -84,33 +85,43 @@ impl BraidSettings {
     /// `s` without loss recovery.
     pub fn scheduler(s: &str) -> BraidSettings {
         BraidSettings {
-            scheduler: s.to_owned(),
-            loss_recovery: LossRecoveryKind::None,
+            scheduler: Some(s.to_owned()),
+            loss_recovery: Some(LossRecoveryKind::None),
             aqm: None,
         }
     }
 
-    /// A label for reports: `scheduler + loss recovery` (the scheduler alone without one).
+    /// A label for reports: `defaults`, or what differs from them (`scheduler + loss
+    /// recovery`, the scheduler alone without loss recovery).
     pub fn label(&self) -> String {
+        let mut parts = vec![self.scheduler.clone().unwrap_or_else(|| "defaults".into())];
         match self.loss_recovery {
-            LossRecoveryKind::None => self.scheduler.clone(),
-            l => format!("{} + {l}", self.scheduler),
+            Some(LossRecoveryKind::None) if self.scheduler.is_some() => {}
+            Some(l) => parts.push(l.to_string()),
+            None => {}
         }
+        if let Some(a) = self.aqm {
+            parts.push(format!("aqm {}", if a { "on" } else { "off" }));
+        }
+        parts.join(" + ")
     }
 
     /// The `[engine]` section both daemons run with (docs/daemon.md), `socket` the control
     /// socket's folder.
     pub fn engine_section(&self, socket: &Path) -> String {
-        let recovery = toml::Value::try_from(self.loss_recovery)
-            .map_or_else(|_| "\"none\"".to_owned(), |v| v.to_string());
-        let aqm = self
-            .aqm
-            .map_or_else(String::new, |a| format!("aqm = {a}\n"));
-        format!(
-            "[engine]\nscheduler = \"{}\"\nloss_recovery = {recovery}\n{aqm}\n[control]\nsocket = \"{}\"\n",
-            self.scheduler,
-            socket.display()
-        )
+        let mut engine = String::from("[engine]\n");
+        if let Some(s) = &self.scheduler {
+            let _ = writeln!(engine, "scheduler = \"{s}\"");
+        }
+        if let Some(l) = self.loss_recovery {
+            let recovery =
+                toml::Value::try_from(l).map_or_else(|_| "\"none\"".to_owned(), |v| v.to_string());
+            let _ = writeln!(engine, "loss_recovery = {recovery}");
+        }
+        if let Some(a) = self.aqm {
+            let _ = writeln!(engine, "aqm = {a}");
+        }
+        format!("{engine}\n[control]\nsocket = \"{}\"\n", socket.display())
     }
 }
 
@@ -165,13 +176,11 @@ impl BraidTunnel {
             gateway_key.display(),
             Ipv4Addr::from(u32::from(INTERNET) & 0xffff_ff00),
         );
+        // No capacity hints: the daemons learn them, as a user's do.
         for (k, p) in lab.paths().iter().enumerate() {
-            let rate = lab.uplink_mbps(k).max(0.1);
-            let down = lab.downlink_mbps(k).max(0.1);
             let _ = write!(
                 gateway_cfg,
-                "[[uplink]]\nname = \"{}\"\nsource = \"{}\"\ncapacity_mbps = {rate}\n\
-                 down_capacity_mbps = {down}\n\n",
+                "[[uplink]]\nname = \"{}\"\nsource = \"{}\"\n\n",
                 p.name,
                 gateway_path_addr(k)
             );
@@ -337,7 +346,9 @@ mod tests {
         }
         #[derive(serde::Deserialize)]
         struct Engine {
+            #[serde(default)]
             scheduler: SchedulerKind,
+            #[serde(default)]
             loss_recovery: LossRecoveryKind,
             aqm: Option<bool>,
         }
@@ -352,8 +363,8 @@ mod tests {
             retransmit,
         ] {
             let s = BraidSettings {
-                scheduler: "delay-based".into(),
-                loss_recovery: kind,
+                scheduler: Some("delay-based".into()),
+                loss_recovery: Some(kind),
                 aqm: Some(true),
             };
             let text = s.engine_section(Path::new("/tmp/x"));
@@ -363,11 +374,19 @@ mod tests {
             assert_eq!(f.engine.aqm, Some(true), "{text}");
         }
         let s = BraidSettings {
-            scheduler: "delay-based".into(),
-            loss_recovery: retransmit,
+            scheduler: Some("delay-based".into()),
+            loss_recovery: Some(retransmit),
             aqm: None,
         };
         assert_eq!(s.label(), "delay-based + retransmit");
         assert_eq!(BraidSettings::scheduler("lazy").label(), "lazy");
+        // The defaults: an empty [engine], which parses to the daemon's defaults.
+        let d = BraidSettings::default();
+        assert_eq!(d.label(), "defaults");
+        let text = d.engine_section(Path::new("/tmp/x"));
+        let f: File = toml::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(f.engine.scheduler, SchedulerKind::default());
+        assert_eq!(f.engine.loss_recovery, LossRecoveryKind::default());
+        assert_eq!(f.engine.aqm, None);
     }
 }
