@@ -476,8 +476,8 @@ pub struct PathConfig {
     pub id: crate::PathId,
     /// Expected capacity in bits per second of the direction this end sends on, used until
     /// the receiver's estimate arrives (PluriBus §4.2: "We bootstrap nodes with expected
-    /// capacity of the paths"); 0 when unknown ([`crate::path::START_BPS`] stands in
-    /// until the first estimate).
+    /// capacity of the paths"); 0 when unknown ([`crate::path::capacity::UNKNOWN_BPS`]
+    /// stands in until the first estimate, with [`crate::path::START_WINDOW_BYTES`]).
     pub tx_capacity_bps: u64,
     /// Expected capacity of the direction this end receives on: the starting point of its
     /// capacity estimator; 0 when unknown (reported as unknown until measured, see
@@ -488,8 +488,8 @@ pub struct PathConfig {
 impl PathConfig {
     /// A path whose capacity nobody configured, as a gateway or server runs one by
     /// default: each direction is learned from the receiver's estimate, and
-    /// [`crate::path::START_BPS`] stands in for the send direction until the first
-    /// estimate arrives.
+    /// [`crate::path::capacity::UNKNOWN_BPS`] stands in for the send direction until the
+    /// first estimate arrives, with at most [`crate::path::START_WINDOW_BYTES`] in flight.
     pub fn learned(id: crate::PathId) -> PathConfig {
         PathConfig {
             id,

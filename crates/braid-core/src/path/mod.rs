@@ -18,14 +18,16 @@ pub mod delay;
 pub mod feedback;
 pub mod liveness;
 
-/// The send capacity assumed for a path whose capacity nobody configured, until the
-/// peer's first estimate (within a round trip or two of traffic): the queue cap of the
-/// delay-based scheduler (150 ms) then holds about TCP's initial window of ten segments
-/// (RFC 6928) per path, and the peer's queue reports let more through where the link
-/// drains faster. A fast stand-in (100 Mbit/s) sent every packet to the path of least
-/// delay until it overflowed (prism-fig8 at 70% disparity: 58 drops in the first
-/// second on a 0.42 Mbit/s link; udp-aggregation: 4.5% of 20 s lost).
-pub const START_BPS: u64 = 1_000_000;
+/// Most bytes a path whose capacity is still unknown carries unacknowledged: TCP's initial
+/// window of ten segments (RFC 6928). The stand-in capacity
+/// ([`capacity::UNKNOWN_BPS`]) is fast, so light traffic (requests, ACKs) takes the path
+/// of least delay as if it were measured, while a burst spreads over the paths instead of
+/// flooding one (prism-fig8 at 70% disparity: 58 drops in the first second on a 0.42
+/// Mbit/s link; udp-aggregation: 4.5% of 20 s lost); one window sent back to back gives
+/// the peer the busy pairs of its first estimate. A slow stand-in (1 Mbit/s) instead was
+/// never corrected where traffic never filled the path, and held short flows' packets on
+/// a 20 Mbit/s uplink as if it were slow (never-worse, capacity 20:1, web 96 -> 104 ms).
+pub const START_WINDOW_BYTES: u64 = 10 * 1500;
 
 /// Datagrams whose predicted wait is remembered for queue-model corrections.
 pub const SENT_RING: usize = 1024;
@@ -98,8 +100,11 @@ struct TxState {
     next_seq: u32,
     last_tx: Option<Instant>,
     /// The model's predicted wait and the send instant of recent datagrams, by path
-    /// sequence number modulo [`SENT_RING`], to compare with what the receiver saw.
-    sent_ring: Vec<(u32, Instant, Duration, i64)>,
+    /// sequence number modulo [`SENT_RING`], to compare with what the receiver saw, and
+    /// the bytes sent on the path up to and including it.
+    sent_ring: Vec<(u32, Instant, Duration, i64, u64)>,
+    /// Bytes sent up to and including the newest datagram the peer acknowledged.
+    acked_bytes: u64,
     /// Queue model corrections applied.
     queue_corrections: u64,
     /// Changes of `capacity_bps` from reports, and the smallest value it took.
@@ -142,7 +147,7 @@ pub(crate) struct ReportOutcome {
 impl Path {
     pub(crate) fn new(cfg: &PathConfig, capacity_interval: Duration, now: Instant) -> Path {
         let tx_capacity = match cfg.tx_capacity_bps {
-            0 => START_BPS,
+            0 => capacity::UNKNOWN_BPS,
             c => c,
         };
         Path {
@@ -165,6 +170,7 @@ impl Path {
                 next_seq: 0,
                 last_tx: None,
                 sent_ring: Vec::new(),
+                acked_bytes: 0,
                 queue_corrections: 0,
                 capacity_changes: 0,
                 capacity_min: tx_capacity,
@@ -212,7 +218,7 @@ impl Path {
     /// `d + δ`, in µs on the sender's clock shifted by the relative `d + δ` (comparable
     /// across paths, see [`liveness`]).
     pub fn predicted_arrival(&self, seq: u32) -> Option<i64> {
-        let &(s, sent, predicted, shifted) = self.tx.sent_ring.get(seq as usize % SENT_RING)?;
+        let &(s, sent, predicted, shifted, _) = self.tx.sent_ring.get(seq as usize % SENT_RING)?;
         if s != seq {
             return None;
         }
@@ -237,7 +243,7 @@ impl Path {
             return None;
         }
         let seq = self.tx.peer_highest_seq.map_or(0, |h| h.wrapping_add(1));
-        let &(s, sent, _, _) = self.tx.sent_ring.get(seq as usize % SENT_RING)?;
+        let &(s, sent, _, _, _) = self.tx.sent_ring.get(seq as usize % SENT_RING)?;
         (s == seq).then_some(sent)
     }
 
@@ -293,6 +299,14 @@ impl Path {
     /// The sender's estimate of the bottleneck queue, in drain time (PluriBus §4.2).
     pub fn queue_delay(&self, now: Instant) -> Duration {
         self.tx.queue.length(now)
+    }
+
+    /// Whether the path's capacity is still unknown and [`START_WINDOW_BYTES`] are
+    /// unacknowledged on it: schedulers that cap bottleneck queues send no more until an
+    /// acknowledgement or the first estimate.
+    pub fn start_window_full(&self) -> bool {
+        self.tx.capacity_known_at.is_none()
+            && self.tx.bytes.saturating_sub(self.tx.acked_bytes) >= START_WINDOW_BYTES
     }
 
     /// Whether the bottleneck queue is estimated empty (the condition for opportunistic
@@ -419,14 +433,14 @@ impl Path {
         if self.tx.sent_ring.len() < SENT_RING {
             self.tx
                 .sent_ring
-                .resize(SENT_RING, (u32::MAX, Instant::ZERO, Duration::ZERO, 0));
+                .resize(SENT_RING, (u32::MAX, Instant::ZERO, Duration::ZERO, 0, 0));
         }
         let shifted = self.tx.queue.shifted_us();
-        self.tx.sent_ring[seq as usize % SENT_RING] = (seq, now, predicted, shifted);
+        self.tx.bytes += wire_bytes as u64;
+        self.tx.sent_ring[seq as usize % SENT_RING] = (seq, now, predicted, shifted, self.tx.bytes);
         self.tx.queue.on_send(now, wire_bytes, self.tx.capacity_bps);
         self.tx.last_tx = Some(now);
         self.tx.packets += 1;
-        self.tx.bytes += wire_bytes as u64;
         match kind {
             SentKind::Data => self.tx.data_packets += 1,
             SentKind::Repair => self.tx.repair_packets += 1,
@@ -517,9 +531,11 @@ impl Path {
                 self.tx.peer_highest_seq = Some(highest);
                 self.tx.peer_received = received;
                 let mut overdriven = self.tx.capacity_known_at.is_none();
-                if let Some(&(s, sent, _, _)) = self.tx.sent_ring.get(highest as usize % SENT_RING)
+                if let Some(&(s, sent, _, _, bytes)) =
+                    self.tx.sent_ring.get(highest as usize % SENT_RING)
                 {
                     if s == highest {
+                        self.tx.acked_bytes = bytes;
                         self.tx
                             .feedback
                             .sample(now, now.saturating_duration_since(sent));
@@ -550,7 +566,8 @@ impl Path {
 
     /// Corrects the queue model with the wait the peer observed for datagram `seq`.
     pub(crate) fn on_queue_report(&mut self, now: Instant, seq: u32, queue_us: u32) {
-        let Some(&(s, sent, predicted, shifted)) = self.tx.sent_ring.get(seq as usize % SENT_RING)
+        let Some(&(s, sent, predicted, shifted, _)) =
+            self.tx.sent_ring.get(seq as usize % SENT_RING)
         else {
             return;
         };

@@ -142,7 +142,7 @@ impl Scheduler for DelayBased {
         // A redundant packet's original goes on the first live path: only while that path's
         // queue is under the cap, so that no original ever passes it (otherwise the packet
         // is placed, or held, as any other).
-        let capped = |p: &Path| p.queue_delay(now) >= QUEUE_CAP;
+        let capped = |p: &Path| p.queue_delay(now) >= QUEUE_CAP || p.start_window_full();
         if first_live(paths).is_some_and(|i| !capped(&paths[i])) {
             let short = packet.flow.is_some_and(|f| f.packets <= SHORT_FLOW);
             if (short && lossy_bond(paths)) || loss_limited_bond(paths) {
@@ -158,13 +158,22 @@ impl Scheduler for DelayBased {
         let bits = (packet.backlog as u64).saturating_mul(packet.wire_bytes as u64 * 8);
         let backlog = Duration::from_secs_f64(bits as f64 / capped_bps.max(1) as f64);
         let backlog_us = i64::try_from(backlog.as_micros()).unwrap_or(i64::MAX / 4);
+        // A path of unknown capacity whose start window is full takes nothing while another
+        // can: its stand-in capacity would make it look first.
         let pick = predictions(now, packet.wire_bytes, paths)
-            .map(|(i, t)| (i, if capped(&paths[i]) { t + backlog_us } else { t }))
+            .map(|(i, t)| {
+                let p = &paths[i];
+                match (capped(p), p.start_window_full()) {
+                    (_, true) => (i, t.saturating_add(i64::MAX / 4)),
+                    (true, false) => (i, t + backlog_us),
+                    (false, false) => (i, t),
+                }
+            })
             .min_by_key(|&(i, t)| (t, paths[i].id()))
             .map_or(0, |(i, _)| i);
         if capped(&paths[pick]) {
             self.backlog_full = backlog >= HOLD_MAX;
-            let wait = paths[pick].queue_delay(now) - QUEUE_CAP;
+            let wait = paths[pick].queue_delay(now).saturating_sub(QUEUE_CAP);
             self.retry_at = Some(now + wait.max(Duration::from_millis(1)));
             return Choice::Hold;
         }
@@ -183,7 +192,7 @@ impl Scheduler for DelayBased {
     /// Copies only go where the queue is under the cap: a copy is never worth overflowing
     /// a bottleneck (and its drops would mislead the queue model and the loss guard).
     fn wants_copy(&self, now: Instant, path: &Path) -> bool {
-        path.queue_delay(now) < QUEUE_CAP
+        path.queue_delay(now) < QUEUE_CAP && !path.start_window_full()
     }
 
     fn retry_at(&self) -> Option<Instant> {
@@ -218,6 +227,37 @@ mod tests {
         }
         // Path 1 predicts 30, 40, 50 ms (tie at 50 goes to the lower id, path 0: 60), ...
         assert_eq!(picks, vec![1, 1, 1, 0, 1, 0, 1, 0]);
+    }
+
+    #[test]
+    fn a_path_of_unknown_capacity_takes_one_start_window_then_the_others_do() {
+        // Capacity unknown on both (0: learned); path 1 is nearer. Its stand-in capacity
+        // is fast, so it takes packets until START_WINDOW_BYTES are unacknowledged, then
+        // path 0 does; with both windows full the packet waits.
+        let mut ps = paths(&[
+            PathSpec::new(0, 0).delay_ms(50),
+            PathSpec::new(1, 0).delay_ms(20),
+        ]);
+        let window = (crate::path::START_WINDOW_BYTES / 1500) as usize;
+        let mut s = DelayBased::default();
+        let mut picks = Vec::new();
+        for i in 0..2 * window as u32 {
+            let Choice::Path(p) = s.select(T0, &meta(i), &ps) else {
+                panic!("held at {i}")
+            };
+            picks.push(p);
+            ps[usize::from(p)].send_for_test(T0, 1500);
+        }
+        let mut expected = vec![1; window];
+        expected.extend(vec![0; window]);
+        assert_eq!(picks, expected);
+        assert_eq!(s.select(T0, &meta(99), &ps), Choice::Hold);
+        // A configured capacity has no start window.
+        let mut known = paths(&[PathSpec::new(0, 100_000_000).delay_ms(20)]);
+        for _ in 0..2 * window {
+            known[0].send_for_test(T0, 1500);
+        }
+        assert!(!known[0].start_window_full());
     }
 
     #[test]
