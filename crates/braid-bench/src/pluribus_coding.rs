@@ -19,6 +19,10 @@ pub struct Fig10;
 pub struct Fig12;
 pub struct Fig13;
 
+/// What the end hosts' TCP is, for the reports' notes: the workload sets no `tcp`, so the
+/// simulator's default, its Linux-like model.
+const TCP_NOTE: &str = "end hosts run the simulator's Linux-like TCP model (initial window 10, Cubic, SACK with RACK-TLP and PRR, 200 ms minimum RTO)";
+
 /// One link as in PluriBus §6.4.1: 1.5 Mbit/s, 75 ms one way, Bernoulli loss both ways.
 fn scenario(seed: u64, duration_s: f64, loss: f64, scale: f64) -> Result<Scenario, BenchError> {
     let loss = if loss > 0.0 {
@@ -246,7 +250,7 @@ fn report(
         headline,
         notes: vec![
             format!("{duration:.0} virtual s of the web workload per cell, medians over completed flows"),
-            "end hosts run smoltcp TCP (1 s minimum RTO, no SACK): losses that reach TCP cost more than on Linux".into(),
+            TCP_NOTE.into(),
         ],
         table,
     }
@@ -262,7 +266,7 @@ fn pooled_notes(opts: &Options<'_>) -> Vec<String> {
             seeds.join(", "),
             pooled_duration(opts)
         ),
-        "end hosts run smoltcp TCP (1 s minimum RTO, no SACK): losses that reach TCP cost more than on Linux".into(),
+        TCP_NOTE.into(),
     ]
 }
 

@@ -161,7 +161,7 @@ socket = "{d}/{name}.sock"
 #[test]
 fn gateway_and_server_carry_tcp_and_udp_over_two_uplinks_and_survive_losing_one() {
     if let Some(why) = testbed::unavailable(&["curl", "iperf3", "python3", "sha256sum", "nft"]) {
-        println!("SKIPPED: end-to-end test {why}");
+        braid_testkit::skip(why);
         return;
     }
     let d = dir();

@@ -8,7 +8,7 @@ use std::process::Command;
 #[test]
 fn braid_carries_a_download_over_every_emulated_path() {
     if let Err(e) = braid_lab::support::check(&[braid_lab::support::Need::Iperf]) {
-        eprintln!("skipped: {e}");
+        braid_testkit::skip(e);
         return;
     }
     let dir = std::env::temp_dir().join(format!("braid-lab-test-{}", std::process::id()));

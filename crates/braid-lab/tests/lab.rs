@@ -41,7 +41,7 @@ fn existing(names: &[String]) -> Vec<String> {
 #[test]
 fn mptcp_uses_every_path_and_single_paths_stay_on_theirs() {
     if let Err(e) = check(&[Need::Iperf, Need::Mptcp]) {
-        eprintln!("skipped: {e}");
+        braid_testkit::skip(e);
         return;
     }
     let mut lab = Lab::build(&[path("a", 20.0, 20.0), path("b", 10.0, 80.0)], 1).unwrap();
@@ -91,7 +91,7 @@ fn mptcp_uses_every_path_and_single_paths_stay_on_theirs() {
 #[test]
 fn web_flows_complete_over_a_path() {
     if let Err(e) = check(&[]) {
-        eprintln!("skipped: {e}");
+        braid_testkit::skip(e);
         return;
     }
     let mut lab = Lab::build(&[path("a", 10.0, 40.0)], 1).unwrap();

@@ -3,8 +3,8 @@
 //! - [`rng`]: the simulator's own seeded PRNG.
 //! - [`link`]: link models (rate or mahimahi trace, delay, jitter, Bernoulli and
 //!   Gilbert-Elliott loss, blackouts, bit corruption, queue limits).
-//! - [`host`]: end hosts (real TCP through smoltcp, UDP constant-bit-rate) and workloads
-//!   (bulk, the short-flow web workload of PluriBus §6.1).
+//! - [`host`]: end hosts (TCP through a Linux-like model, or smoltcp on request; UDP
+//!   constant-bit-rate) and workloads (bulk, the short-flow web workload of PluriBus §6.1).
 //! - [`metrics`]: summaries of samples, goodput and goodput over time, for reports.
 //! - [`node`]: the interface hosts and engines share.
 //! - [`world`]: the event loop that moves packets between hosts, engines and links.

@@ -1,8 +1,8 @@
 //! The one interface every simulated thing that sends or receives packets implements.
 //!
-//! Hosts (TCP via smoltcp, UDP sources and sinks) and the two braid engines are nodes; the
-//! world moves packets between them through links. Like the engine, a node never reads a
-//! clock: time comes in as `now`, and output is pulled.
+//! Hosts (TCP via the Linux-like model, UDP sources and sinks) and the two braid engines
+//! are nodes; the world moves packets between them through links. Like the engine, a node
+//! never reads a clock: time comes in as `now`, and output is pulled.
 
 use braid_core::Instant;
 

@@ -1,19 +1,15 @@
 //! End hosts: a client host behind the braid gateway and an internet host behind the braid
 //! server, exchanging raw IPv4 packets, and the workloads they run.
 //!
-//! TCP is real: each host runs a smoltcp stack (Cubic congestion control) over a device
-//! made of two packet queues, one filled by [`Node::receive`] and one drained by
-//! [`Node::poll_transmit`]. The client host opens every TCP connection; the internet host
-//! serves them. UDP constant-bit-rate traffic is built and measured by hand beside the
-//! stack: the host hands UDP datagrams for a CBR port to its sink and everything else to
-//! smoltcp.
-//!
-//! smoltcp's TCP as used here (0.14): initial window 2048 bytes, slow start growing by one
-//! MSS per ACK, delayed ACKs of at most 10 ms (every second full segment is ACKed at
-//! once), a minimum retransmission timeout of 1 s, and fast retransmit of only the first
-//! missing segment (no SACK-based or NewReno recovery), so a burst of losses in one
-//! window costs a timeout. Bulk goodput behind a shallow drop-tail queue and FCTs under
-//! loss reflect that.
+//! TCP: each workload's connections run on the Linux-like model of [`tcp`] (`tcp =
+//! "linux"`, the default: initial window 10, HyStart and Cubic, SACK with RACK-TLP and PRR,
+//! 200 ms minimum RTO, 40 ms delayed ACKs) or, on request, on smoltcp 0.14 (`tcp =
+//! "smoltcp"`, `smol`: 2048-byte initial window, 1 s minimum RTO, no SACK). A host holds
+//! the stacks its workloads need, each over the host's packet queues, one filled by
+//! [`Node::receive`] and one drained by [`Node::poll_transmit`]. The client host opens
+//! every TCP connection; the internet host serves them. UDP constant-bit-rate traffic is
+//! built and measured by hand beside the stacks: the host hands UDP datagrams for a CBR
+//! port to its sink and everything else to TCP.
 //!
 //! Workloads ([`WorkloadConfig`]): `web`, the short-flow workload of PluriBus §6.1 with
 //! SURGE flow sizes; `bulk`; `udp-cbr`; and `fetch-loop` (PluriBus §6.5.1). Workload `i`
@@ -23,7 +19,7 @@
 //!
 //! Driving contract (see [`Node`]): time comes in as `now` and never goes back. After
 //! [`Node::receive`], the next [`Node::poll_transmit`] processes what arrived; timers
-//! (smoltcp's retransmissions and delayed ACKs, flow arrivals, CBR packets) fire in
+//! (TCP's retransmissions and delayed ACKs, flow arrivals, CBR packets) fire in
 //! [`Node::handle_timeout`] at [`Node::poll_timeout`]. Everything is seeded from the run's
 //! seed, so the same seed gives the same packets.
 
@@ -120,7 +116,7 @@ pub struct Host {
 
 /// Builds the client host and the internet host for `workloads`, checking each.
 ///
-/// `seed` seeds every random choice (smoltcp's sequence numbers, arrivals, sizes); `end`
+/// `seed` seeds every random choice (TCP's initial sequence numbers, arrivals, sizes); `end`
 /// is when the run stops (the default `stop_s`); `mtu` is both hosts' IP MTU, the tunnel's
 /// inner MTU, from which TCP's MSS follows (MTU − 40).
 pub fn build_hosts(

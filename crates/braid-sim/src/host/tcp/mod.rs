@@ -1,4 +1,16 @@
-//! A TCP model written against the RFCs that behaves like Linux's (placeholder doc).
+//! A TCP model written against the RFCs that behaves like Linux's: the TCP of every
+//! simulated workload unless it asks for smoltcp (`tcp = "smoltcp"`).
+//!
+//! - `conn`: the RFC 9293 state machine, handshake options (MSS, window scale,
+//!   SACK-permitted), RFC 5961's checks, teardown.
+//! - `send`: what to send (initial window 10 or the workload's, Nagle, no pacing), loss
+//!   detection (RACK with SACK, NewReno without), fast recovery with PRR, the tail loss
+//!   probe, the RTO with backoff, zero-window probes; `scoreboard` and `rack` its state.
+//! - `cubic`: slow start with HyStart's delay detection, then Cubic (RFC 9438).
+//! - `rtt`: SRTT, RTTVAR and the RTO (RFC 6298, floored at Linux's 200 ms).
+//! - `recv`: reassembly, SACK and D-SACK blocks, the window, quick and 40 ms delayed ACKs.
+//! - `stack`: a host's connections, passive opens, RSTs, ephemeral ports.
+//! - `wire`: segment parsing and building; timestamps are read, never sent.
 
 mod conn;
 mod cubic;
