@@ -19,10 +19,11 @@ pub struct Fig14;
 
 /// What every tunnelled system shares besides its scheduler and loss recovery: the
 /// receiver's resequencing (the paper's fixed 50 ms hole timeout, §5, applied per inner
-/// flow) and no loss guard (the paper has none). MinConnPath (§6.1) differs from PluriBus
-/// only in striping connections instead of packets and in having no loss recovery; giving
-/// it braid's loss guard, which sets aside the 5%-loss WiMax link and leaves every flow on
-/// EVDO, made it slower than either link alone.
+/// flow) and no loss guard (the paper has none; MinConnPath ignores it anyway, since it
+/// left every flow on EVDO once it set the 5%-loss WiMax link aside). MinConnPath (§6.1)
+/// differs from PluriBus only in striping connections instead of packets and in having no
+/// loss recovery; its ties go to the path that delivers first, so the order in which the
+/// paths are listed does not matter.
 ///
 /// Per-flow resequencing (`flow_order`, beyond the paper) changes only PluriBus: the
 /// connection-level systems keep each flow on one path and deliver on arrival anyway.

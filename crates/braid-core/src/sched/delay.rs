@@ -80,15 +80,22 @@ pub(crate) fn predictions(
     wire_bytes: usize,
     paths: &[Path],
 ) -> impl Iterator<Item = (usize, i64)> + '_ {
-    let min_known = candidates(paths)
-        .filter_map(|(_, p)| p.delay_skew_us())
-        .min()
-        .unwrap_or(0);
-    candidates(paths).map(move |(i, p)| {
-        let q = p.queue_delay(now) + p.transmission_time(wire_bytes);
-        let q = i64::try_from(q.as_micros()).unwrap_or(i64::MAX / 2);
-        (i, q + p.delay_skew_us().unwrap_or(min_known))
-    })
+    let min_known = min_known_delay(candidates(paths).map(|(_, p)| p));
+    candidates(paths).map(move |(i, p)| (i, predicted_delivery(now, wire_bytes, p, min_known)))
+}
+
+/// The smallest delay estimate among `paths` (µs, relative), 0 when none is known.
+pub(crate) fn min_known_delay<'a>(paths: impl Iterator<Item = &'a Path>) -> i64 {
+    paths.filter_map(Path::delay_skew_us).min().unwrap_or(0)
+}
+
+/// When a datagram of `wire_bytes` sent now on `p` would arrive (µs, relative): the queue
+/// in the sender's model, its transmission time and `d + δ`, an unknown `d + δ` taken as
+/// `min_known` (§4.3).
+pub(crate) fn predicted_delivery(now: Instant, wire_bytes: usize, p: &Path, min_known: i64) -> i64 {
+    let q = p.queue_delay(now) + p.transmission_time(wire_bytes);
+    let q = i64::try_from(q.as_micros()).unwrap_or(i64::MAX / 2);
+    q + p.delay_skew_us().unwrap_or(min_known)
 }
 
 /// Whether the loss guard has set aside a live path of shorter delay than every path left
