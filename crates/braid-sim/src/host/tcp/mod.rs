@@ -1,4 +1,6 @@
-//! A TCP model written against the RFCs that behaves like Linux's (placeholder doc).
+//! A TCP model written against the RFCs that behaves like Linux's: Cubic with HyStart,
+//! SACK, RACK and TLP, PRR, Linux's retransmission timeout and ACK policy. `braid bench
+//! sim-vs-lab` checks it against kernel Cubic in the lab on the same scenario files.
 
 mod conn;
 mod cubic;
