@@ -89,7 +89,7 @@ fn load(
     Ok(sc)
 }
 
-/// One compared figure of one workload: (name, value).
+/// The compared figures of a simulator run, per workload in file order: (name, value).
 fn sim_figures(r: &Report) -> Vec<(String, f64)> {
     let mut out = Vec::new();
     for (i, w) in r.workloads.iter().enumerate() {
