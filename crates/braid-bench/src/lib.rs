@@ -29,6 +29,7 @@ mod replay_window;
 pub mod report;
 mod secure_transport;
 mod sim_speed;
+mod sim_vs_lab;
 pub mod summary;
 mod tunnel_throughput;
 mod udp_aggregation;

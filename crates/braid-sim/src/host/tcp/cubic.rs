@@ -12,8 +12,10 @@
 //!   K = ∛((W_max − cwnd_epoch) / C) (§4.2); the target is W_cubic(t + min RTT) as in
 //!   Linux (the RFC uses SRTT there), clamped to [cwnd, 1.5·cwnd] (§4.2), and the window
 //!   grows by (target − cwnd) / cwnd per delivered segment (§4.4-4.5). Reno-friendly
-//!   region (§4.3): W_est grows by α = 3(1 − β)/(1 + β) segments per window (1 once W_est
-//!   passes the last W_max), and the window follows W_est when W_cubic is below it. Fast
+//!   region (§4.3): W_est grows by α = 3(1 − β)/(1 + β) segments per window, and the window
+//!   follows W_est when W_cubic is below it. α stays there once W_est passes the last
+//!   W_max, as in Linux (`tcp_friendliness`); RFC 9438's switch to α = 1 there made the
+//!   model 17% faster than Linux under 2% random loss (sim-vs-lab's lossy path). Fast
 //!   convergence (§4.7). Before the first loss the increase is at least one segment per 20
 //!   delivered, as Linux bounds it (`cnt ≤ 20`).
 //! - On a congestion event (§4.6): W_max is the window at the event (less with fast
@@ -28,6 +30,8 @@ use super::seq::Seq;
 
 const C: f64 = 0.4;
 const BETA: f64 = 0.7;
+/// The Reno-friendly region's additive increase, 3(1 − β)/(1 + β) segments a window.
+const ALPHA: f64 = 3.0 * (1.0 - BETA) / (1.0 + BETA);
 /// HyStart is active from this window (Linux `hystart_low_window`).
 const HYSTART_LOW_WINDOW: f64 = 16.0;
 /// RTT samples per round before HyStart decides (Linux `HYSTART_MIN_SAMPLES`).
@@ -159,13 +163,8 @@ impl Cubic {
         if self.w_max == 0.0 {
             grow = grow.max(acked / 20.0);
         }
-        // §4.3: the Reno-friendly estimate.
-        let alpha = if self.w_est >= self.w_max {
-            1.0
-        } else {
-            3.0 * (1.0 - BETA) / (1.0 + BETA)
-        };
-        self.w_est += alpha * acked / self.cwnd;
+        // §4.3: the Reno-friendly estimate, with Linux's α throughout.
+        self.w_est += ALPHA * acked / self.cwnd;
         let cubic = self.cwnd + grow;
         self.cwnd = cubic.max(self.w_est.min(1.5 * self.cwnd)).min(MAX_WINDOW);
     }
@@ -225,6 +224,24 @@ mod tests {
             now += step;
         }
         assert!(c.window() > 120, "{}", c.window());
+    }
+
+    #[test]
+    fn reno_friendly_growth_stays_linux_alpha_past_w_max() {
+        let mut c = Cubic::new(10);
+        c.ssthresh = 10.0;
+        c.on_congestion();
+        c.set_window(7);
+        // One window acknowledged per 100 ms for 4 s: W_est gains α ≈ 0.53 a round trip
+        // (to about 28) while the cubic curve is still near W_max (about 14). RFC 9438's
+        // α = 1 past W_max would reach about 44.
+        let mut now = Instant::ZERO;
+        for _ in 0..40 {
+            let w = c.window();
+            c.on_ack(now, w, RTT);
+            now += RTT;
+        }
+        assert!((26..=30).contains(&c.window()), "{}", c.window());
     }
 
     #[test]

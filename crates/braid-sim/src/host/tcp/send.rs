@@ -248,7 +248,7 @@ impl Sender {
         self.mss = mss.max(1);
         self.sack = sack;
         if let Some(rtt) = syn_rtt {
-            self.rtt.on_sample(rtt);
+            self.rtt.on_sample(rtt, self.una, self.nxt);
         }
         if syn_retransmits > 1 {
             self.cc.set_window(1);
@@ -429,7 +429,7 @@ impl Sender {
             self.dupacks = 0;
         }
         if let Some(t) = oldest {
-            self.rtt.on_sample(now - t);
+            self.rtt.on_sample(now - t, self.una, self.nxt);
         }
         if let Some(t) = newest {
             self.rtt.on_min_sample(now - t);
