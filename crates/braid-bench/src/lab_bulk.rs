@@ -45,8 +45,8 @@ const BRAID_RECOVERY: LossRecoveryKind = LossRecoveryKind::Retransmit(Retransmit
 
 fn braid_settings() -> BraidSettings {
     BraidSettings {
-        scheduler: BRAID_SCHEDULER.into(),
-        loss_recovery: BRAID_RECOVERY,
+        scheduler: Some(BRAID_SCHEDULER.into()),
+        loss_recovery: Some(BRAID_RECOVERY),
         aqm: None,
     }
 }
@@ -219,6 +219,7 @@ impl Bench for LabBulk {
             bench: self.name().into(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: Value::Object(systems),
             headline: Headline::new(
                 "braid goodput / Linux MPTCP goodput over 4 paths",

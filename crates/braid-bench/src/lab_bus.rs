@@ -156,10 +156,10 @@ impl Bench for LabBus {
                 for (i, (label, scheduler, recovery)) in BRAIDS.iter().enumerate() {
                     opts.progress("lab-bus", 0.6 + 0.2 * i as f64);
                     let settings = BraidSettings {
-                        scheduler: (*scheduler).into(),
-                        loss_recovery: LossRecoveryKind::from_name(recovery).ok_or_else(|| {
-                            BenchError::Other(format!("no loss recovery {recovery}"))
-                        })?,
+                        scheduler: Some((*scheduler).into()),
+                        loss_recovery: Some(LossRecoveryKind::from_name(recovery).ok_or_else(
+                            || BenchError::Other(format!("no loss recovery {recovery}")),
+                        )?),
                         aqm: None,
                     };
                     let _tunnel = BraidTunnel::start_with(&lab, &settings)?;
@@ -186,6 +186,7 @@ impl Bench for LabBus {
             bench: self.name().into(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: Value::Object(systems),
             headline: Headline::new(
                 "Linux MPTCP median FCT / braid (PluriBus) median FCT",

@@ -156,6 +156,7 @@ impl Bench for LabFailover {
             bench: self.name().into(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: Value::Object(systems),
             headline: h,
             notes,

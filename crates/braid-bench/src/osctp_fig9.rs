@@ -130,6 +130,7 @@ impl Bench for OsctpFig9 {
             bench: self.name().to_owned(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: json!({ "points": rows, "worst_fraction": worst_by, "best": best }),
             headline: Headline::new(
                 format!("worst-case fraction of ideal of the best scheduler ({best})"),

@@ -171,6 +171,7 @@ impl Bench for ReplayWindowBench {
             bench: self.name().to_owned(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: json!({ "cells": cells }),
             headline: Headline::new(
                 "fraction of legitimate datagrams braid refuses as replays, worst cell",

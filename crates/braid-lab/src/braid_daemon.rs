@@ -69,48 +69,60 @@ pub fn unavailable() -> Option<String> {
     (!nft).then(|| "nft is missing (apt-get install nftables)".to_owned())
 }
 
-/// braid's engine settings for a lab run.
-#[derive(Clone, Debug)]
+/// braid's engine settings for a lab run; `None` leaves a setting to the daemons' default.
+#[derive(Clone, Debug, Default)]
 pub struct BraidSettings {
     /// A braid-core scheduler name (`delay-based`, `min-conn-path`, ...).
-    pub scheduler: String,
+    pub scheduler: Option<String>,
     /// The loss-recovery method, with its parameters.
-    pub loss_recovery: LossRecoveryKind,
-    /// The engine's `aqm` setting (the send queue's CoDel; `None`: the default).
+    pub loss_recovery: Option<LossRecoveryKind>,
+    /// The engine's `aqm` setting (the send queue's CoDel).
     pub aqm: Option<bool>,
 }
 
 impl BraidSettings {
+    /// braid as a user runs it: an empty `[engine]` table, every setting the default.
+    pub fn defaults() -> BraidSettings {
+        BraidSettings::default()
+    }
+
     /// `s` without loss recovery.
     pub fn scheduler(s: &str) -> BraidSettings {
         BraidSettings {
-            scheduler: s.to_owned(),
-            loss_recovery: LossRecoveryKind::None,
+            scheduler: Some(s.to_owned()),
+            loss_recovery: Some(LossRecoveryKind::None),
             aqm: None,
         }
     }
 
-    /// A label for reports: `scheduler + loss recovery` (the scheduler alone without one).
+    /// A label for reports: `scheduler + loss recovery` (the scheduler alone without one;
+    /// `defaults` when nothing is chosen).
     pub fn label(&self) -> String {
+        let scheduler = self.scheduler.as_deref().unwrap_or("default scheduler");
         match self.loss_recovery {
-            LossRecoveryKind::None => self.scheduler.clone(),
-            l => format!("{} + {l}", self.scheduler),
+            None if self.scheduler.is_none() => "defaults".to_owned(),
+            Some(LossRecoveryKind::None) => scheduler.to_owned(),
+            None => format!("{scheduler} + default loss recovery"),
+            Some(l) => format!("{scheduler} + {l}"),
         }
     }
 
     /// The `[engine]` section both daemons run with (docs/daemon.md), `socket` the control
     /// socket's folder.
     pub fn engine_section(&self, socket: &Path) -> String {
-        let recovery = toml::Value::try_from(self.loss_recovery)
-            .map_or_else(|_| "\"none\"".to_owned(), |v| v.to_string());
-        let aqm = self
-            .aqm
-            .map_or_else(String::new, |a| format!("aqm = {a}\n"));
-        format!(
-            "[engine]\nscheduler = \"{}\"\nloss_recovery = {recovery}\n{aqm}\n[control]\nsocket = \"{}\"\n",
-            self.scheduler,
-            socket.display()
-        )
+        let mut engine = "[engine]\n".to_owned();
+        if let Some(s) = &self.scheduler {
+            let _ = writeln!(engine, "scheduler = \"{s}\"");
+        }
+        if let Some(l) = self.loss_recovery {
+            let recovery =
+                toml::Value::try_from(l).map_or_else(|_| "\"none\"".to_owned(), |v| v.to_string());
+            let _ = writeln!(engine, "loss_recovery = {recovery}");
+        }
+        if let Some(a) = self.aqm {
+            let _ = writeln!(engine, "aqm = {a}");
+        }
+        format!("{engine}\n[control]\nsocket = \"{}\"\n", socket.display())
     }
 }
 
@@ -352,8 +364,8 @@ mod tests {
             retransmit,
         ] {
             let s = BraidSettings {
-                scheduler: "delay-based".into(),
-                loss_recovery: kind,
+                scheduler: Some("delay-based".into()),
+                loss_recovery: Some(kind),
                 aqm: Some(true),
             };
             let text = s.engine_section(Path::new("/tmp/x"));
@@ -363,11 +375,19 @@ mod tests {
             assert_eq!(f.engine.aqm, Some(true), "{text}");
         }
         let s = BraidSettings {
-            scheduler: "delay-based".into(),
-            loss_recovery: retransmit,
+            scheduler: Some("delay-based".into()),
+            loss_recovery: Some(retransmit),
             aqm: None,
         };
         assert_eq!(s.label(), "delay-based + retransmit");
         assert_eq!(BraidSettings::scheduler("lazy").label(), "lazy");
+        // The defaults leave the table empty, and the daemons' config reads it as the
+        // engine's defaults.
+        let d = BraidSettings::defaults();
+        assert_eq!(d.label(), "defaults");
+        let text = d.engine_section(Path::new("/tmp/x"));
+        assert!(text.starts_with("[engine]\n\n[control]"), "{text}");
+        let f: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(f["engine"].as_table().map(toml::Table::len), Some(0));
     }
 }

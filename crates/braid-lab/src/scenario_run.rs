@@ -69,8 +69,8 @@ pub fn run(sc: &Scenario, systems: &[System]) -> Result<Vec<SystemRun>, LabError
             System::Braid(s) => Some(BraidTunnel::start_with(
                 &lab,
                 &BraidSettings {
-                    scheduler: s.clone(),
-                    loss_recovery: sc.engine.loss_recovery,
+                    scheduler: Some(s.clone()),
+                    loss_recovery: Some(sc.engine.loss_recovery),
                     aqm: sc.engine.aqm,
                 },
             )?),
