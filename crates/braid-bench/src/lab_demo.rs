@@ -12,7 +12,7 @@ use braid_sim::host::WorkloadConfig;
 use braid_sim::TraceCache;
 use serde_json::json;
 
-use crate::demo::{Cut, Plan, Row, Web, BRAID, CUT_S, MPTCP, VIDEO_MBPS};
+use crate::demo::{Cut, Plan, Row, Web, BRAID, CUT_IN_TRACE_S, CUT_S, MPTCP, VIDEO_MBPS};
 use crate::lab_common::{delivery_error, num};
 use crate::{BenchError, BenchReport, Options};
 
@@ -32,6 +32,7 @@ fn plan(quick: bool) -> Plan {
             web_s: 8.0,
             bulk_s: 5.0,
             bulk_omit_s: 1.0,
+            cut_trace_start_s: CUT_IN_TRACE_S - 2.0,
             cut_at_s: 2.0,
             cut_run_s: 14.0,
         }
@@ -40,6 +41,7 @@ fn plan(quick: bool) -> Plan {
             web_s: 40.0,
             bulk_s: 20.0,
             bulk_omit_s: 3.0,
+            cut_trace_start_s: CUT_IN_TRACE_S - 5.0,
             cut_at_s: 5.0,
             cut_run_s: 25.0,
         }
@@ -155,7 +157,7 @@ pub fn run(opts: &mut Options<'_>, live: &mut dyn FnMut(&str)) -> Result<BenchRe
         None => comparisons.insert(0, (MPTCP, mptcp_system)),
     }
     for (name, system) in comparisons {
-        let _tunnel = match system {
+        let tunnel = match system {
             System::Braid(_) => Some(BraidTunnel::start_with(&lab, &BraidSettings::defaults())?),
             _ => None,
         };
@@ -180,17 +182,31 @@ pub fn run(opts: &mut Options<'_>, live: &mut dyn FnMut(&str)) -> Result<BenchRe
         )?
         .remove(0);
         let bulk = bulk_figure(name, b, &mut notes);
+        let before = tunnel.as_ref().map(engine_counters);
         let mut rates = Rates::new(&format!("{name}: {} cut", names[better]));
         let c = experiment::cut_under_video(
             &mut lab,
             &system,
-            better,
-            (plan.cut_at_s, CUT_S),
-            plan.cut_run_s,
-            VIDEO_MBPS,
+            &experiment::CutPlan {
+                path: better,
+                trace_start_s: plan.cut_trace_start_s,
+                cut_at_s: plan.cut_at_s,
+                cut_s: CUT_S,
+                duration_s: plan.cut_run_s,
+                video_mbps: VIDEO_MBPS,
+            },
             &mut |lab: &Lab, t| live(&rates.line(lab, t)),
         )?;
         errors.insert(name.into(), delivery_error(&lab));
+        // What braid's engines did during part (c): their counters' change over it.
+        let engine = match (&tunnel, before) {
+            (Some(t), Some(before)) => {
+                let d = counters_diff(&before, &engine_counters(t));
+                notes.push(engine_note(name, &d));
+                Some(d)
+            }
+            _ => None,
+        };
         if c.bulk_reset {
             notes.push(format!(
                 "{name}: the bulk download of part (c) was reset or failed"
@@ -206,13 +222,17 @@ pub fn run(opts: &mut Options<'_>, live: &mut dyn FnMut(&str)) -> Result<BenchRe
                 video_lost: c.video.packets_lost,
             }),
         });
-        systems.insert(name.into(), json!({ "web": w, "bulk": bulk.1, "cut": c }));
+        systems.insert(
+            name.into(),
+            json!({ "web": w, "bulk": bulk.1, "cut": c, "engine_during_cut": engine }),
+        );
     }
     systems.insert(
         "settings".into(),
         json!({
             "web_s": plan.web_s, "bulk_s": plan.bulk_s, "bulk_omit_s": plan.bulk_omit_s,
-            "cut_path": names[better], "cut_at_s": plan.cut_at_s, "cut_s": CUT_S,
+            "cut_path": names[better], "cut_trace_start_s": plan.cut_trace_start_s,
+            "cut_at_s": plan.cut_at_s, "cut_s": CUT_S,
             "cut_run_s": plan.cut_run_s, "video_mbps": VIDEO_MBPS,
             "emulator_delivery_error": errors,
         }),
@@ -224,12 +244,14 @@ pub fn run(opts: &mut Options<'_>, live: &mut dyn FnMut(&str)) -> Result<BenchRe
              (Cubic) and UDP; (a) {:.0} s of web flows at load scale {} (the same flows for \
              every system); (b) one iperf3 download, {bulk_s} s after {omit_s} s left out; \
              (c) an HTTP download and {VIDEO_MBPS} Mbit/s of video (CBR UDP, 1200-byte \
-             datagrams, downlink) for {:.0} s, {} (the better link) blackholed both ways \
+             datagrams, downlink) for {:.0} s from {:.0} s into the traces, {} (the better \
+             link) blackholed both ways \
              from {:.0} s for {CUT_S:.0} s; stall = longest run of empty {} ms bins of the \
              download from the cut on; video lost = sent and never received",
             plan.web_s,
             web.scale,
             plan.cut_run_s,
+            plan.cut_trace_start_s,
             names[better],
             plan.cut_at_s,
             experiment::BIN_MS,
@@ -277,4 +299,80 @@ fn bulk_figure(
             (f64::NAN, json!({ "error": e.to_string() }))
         }
     }
+}
+
+/// Every numeric engine counter of both daemons' first session, keyed
+/// `<role>.<path.to.counter>` (`braid status --json`); empty where a status failed.
+fn engine_counters(t: &BraidTunnel) -> serde_json::Map<String, serde_json::Value> {
+    let mut out = serde_json::Map::new();
+    for role in ["server", "gateway"] {
+        if let Ok(v) = t.status(role) {
+            flatten(role, &v["sessions"][0]["engine"], &mut out);
+        }
+    }
+    out
+}
+
+fn flatten(
+    prefix: &str,
+    v: &serde_json::Value,
+    out: &mut serde_json::Map<String, serde_json::Value>,
+) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                flatten(&format!("{prefix}.{k}"), x, out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                flatten(&format!("{prefix}.{i}"), x, out);
+            }
+        }
+        serde_json::Value::Number(_) => {
+            out.insert(prefix.to_owned(), v.clone());
+        }
+        _ => {}
+    }
+}
+
+/// `after - before` for each counter (estimates such as rates and delays: their value
+/// after).
+fn counters_diff(
+    before: &serde_json::Map<String, serde_json::Value>,
+    after: &serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    for (k, a) in after {
+        let d = match (
+            a.as_u64(),
+            before.get(k).and_then(serde_json::Value::as_u64),
+        ) {
+            (Some(a), Some(b)) if a >= b => json!(a - b),
+            _ => a.clone(),
+        };
+        out.insert(k.clone(), d);
+    }
+    serde_json::Value::Object(out)
+}
+
+/// The counters that explain a stall and lost video: the server's (the downlink's
+/// sender) send-queue drops, failover resends, retransmissions; the gateway's (receiver)
+/// holes given up and its hole timeout.
+fn engine_note(name: &str, d: &serde_json::Value) -> String {
+    let g = |k: &str| d.get(k).map_or_else(|| "?".to_owned(), ToString::to_string);
+    format!(
+        "{name} during part (c), server: send-queue drops {}, failover resent {}, failover \
+         left to TCP {}, retransmissions {}, nacks received {}; gateway: holes skipped {}, \
+         released by hole timeout {}, hole timeout {} ms, duplicates {}",
+        g("server.send_queue_drops"),
+        g("server.failover_resent"),
+        g("server.failover_left"),
+        g("server.loss_recovery.retransmissions_sent"),
+        g("server.loss_recovery.nacks_received"),
+        g("gateway.reorder.holes_skipped"),
+        g("gateway.reorder.released_by_timeout"),
+        g("gateway.reorder.hole_timeout_ms"),
+        g("gateway.reorder.duplicates"),
+    )
 }

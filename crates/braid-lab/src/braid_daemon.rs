@@ -264,6 +264,32 @@ impl BraidTunnel {
         &self.dir.0
     }
 
+    /// `braid status --json` of one daemon (`"gateway"` or `"server"`): its sessions with
+    /// every engine counter.
+    pub fn status(&self, role: &str) -> Result<serde_json::Value, LabError> {
+        let exe = executable().ok_or_else(|| LabError::BraidUnavailable("no executable".into()))?;
+        let config = self.dir.0.join(format!("{role}.toml"));
+        let what = format!("braid status --config {}", config.display());
+        let out = Command::new(&exe)
+            .arg("status")
+            .arg("--config")
+            .arg(&config)
+            .arg("--json")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| LabError::io(what.clone(), e))?;
+        if !out.status.success() {
+            return Err(LabError::Command {
+                command: what,
+                detail: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        serde_json::from_slice(&out.stdout).map_err(|e| LabError::Command {
+            command: what,
+            detail: format!("no JSON status ({e})"),
+        })
+    }
+
     /// The daemons' process ids (gateway, server).
     pub fn pids(&self) -> (Option<u32>, Option<u32>) {
         (self.gateway.id(), self.server.id())

@@ -340,7 +340,9 @@ pub struct Cut {
     pub bin_ms: u64,
     /// The bulk download's goodput per bin, Mbit/s, from the start of the run.
     pub bulk_mbps: Vec<f64>,
-    /// When the path was cut and for how long, s.
+    /// How far into their traces the links started, s.
+    pub trace_start_s: f64,
+    /// When the path was cut and for how long, s from the start of the run.
     pub cut_at_s: f64,
     pub cut_s: f64,
     /// Mean bulk goodput before the cut (from 1 s in), Mbit/s.
@@ -355,29 +357,56 @@ pub struct Cut {
     pub video: CbrResult,
 }
 
-/// Runs a bulk download (HTTP, unbounded) and a downlink CBR stream of `video_mbps`
-/// (1200-byte datagrams) through `system` for `duration_s`; path `cut` is blackholed
-/// both ways from `cut_at_s` for `cut_s`. The stream takes the system's route: braid's
-/// tunnel, or for MPTCP and a single path the client's address on its (first) path, as a
-/// UDP application's default route would. `tick(lab, elapsed)` is called about every
-/// second.
+/// A path cut under a download and a video stream: what [`cut_under_video`] runs.
+#[derive(Clone, Copy, Debug)]
+pub struct CutPlan {
+    /// The path cut.
+    pub path: usize,
+    /// Every trace-driven link starts this far into its trace, s (to place the cut on a
+    /// chosen stretch of the recordings).
+    pub trace_start_s: f64,
+    /// When the path is cut (both ways) and for how long, s.
+    pub cut_at_s: f64,
+    pub cut_s: f64,
+    /// The whole run, s.
+    pub duration_s: f64,
+    /// The video stream's rate (UDP payload), Mbit/s.
+    pub video_mbps: f64,
+}
+
+/// Runs a bulk download (HTTP, unbounded) and a downlink CBR stream (1200-byte datagrams)
+/// through `system` as `plan` says. The stream takes the system's route: braid's tunnel,
+/// or for MPTCP and a single path the client's address on its (first) path, as a UDP
+/// application's default route would. `tick(lab, elapsed)` is called about every second.
 pub fn cut_under_video(
     lab: &mut Lab,
     system: &System,
-    cut: usize,
-    (cut_at_s, cut_s): (f64, f64),
-    duration_s: f64,
-    video_mbps: f64,
+    plan: &CutPlan,
     tick: &mut dyn FnMut(&Lab, Duration),
 ) -> Result<Cut, LabError> {
+    let CutPlan {
+        path,
+        trace_start_s,
+        cut_at_s,
+        cut_s,
+        duration_s,
+        video_mbps,
+    } = *plan;
     let mut paths = lab.paths().to_vec();
+    for p in &mut paths {
+        for l in [&mut p.up, &mut p.down] {
+            if l.trace.is_some() && trace_start_s > 0.0 {
+                l.trace_offset_s = Some(l.trace_offset_s.unwrap_or(0.0) + trace_start_s);
+            }
+        }
+    }
     let window = BlackoutConfig {
         start_s: cut_at_s,
         duration_s: cut_s,
     };
     let p = paths
-        .get_mut(cut)
-        .ok_or_else(|| LabError::Config(format!("no path {cut} to cut")))?;
+        .get_mut(path)
+        .ok_or_else(|| LabError::Config(format!("no path {path} to cut")))?;
     p.up.blackouts.push(window.clone());
     p.down.blackouts.push(window);
     let epoch = lab.reset_links(&paths)?;
@@ -434,6 +463,7 @@ pub fn cut_under_video(
         during_mbps: mean(cut_bin, back_bin),
         longest_stall_ms: longest_stall_ms(&goodput, cut_bin),
         bulk_mbps: goodput,
+        trace_start_s,
         cut_at_s,
         cut_s,
         bulk_reset: bulk.reset || bulk.failed,
