@@ -198,6 +198,13 @@ pub fn run(opts: &mut Options<'_>, live: &mut dyn FnMut(&str)) -> Result<BenchRe
             &mut |lab: &Lab, t| live(&rates.line(lab, t)),
         )?;
         errors.insert(name.into(), delivery_error(&lab));
+        // The emulated links' counters over part (c): queue drops, random and blackout
+        // losses per path and direction.
+        let links: serde_json::Map<String, serde_json::Value> = lab
+            .path_reports()
+            .into_iter()
+            .map(|(p, up, down)| (p, json!({ "up": up.link, "down": down.link })))
+            .collect();
         // What braid's engines did during part (c): their counters' change over it.
         let engine = match (&tunnel, before) {
             (Some(t), Some(before)) => {
@@ -224,7 +231,10 @@ pub fn run(opts: &mut Options<'_>, live: &mut dyn FnMut(&str)) -> Result<BenchRe
         });
         systems.insert(
             name.into(),
-            json!({ "web": w, "bulk": bulk.1, "cut": c, "engine_during_cut": engine }),
+            json!({
+                "web": w, "bulk": bulk.1, "cut": c, "links_during_cut": links,
+                "engine_during_cut": engine,
+            }),
         );
     }
     systems.insert(

@@ -439,7 +439,8 @@ pub fn cut_under_video(
                 ))
             })
         });
-        let video = scope.spawn(|| cbr::run(&video, &lab.internet, &lab.client, clock, run_for));
+        let video =
+            scope.spawn(|| cbr::run(&video, &lab.internet, &lab.client, clock, epoch, run_for));
         watch(lab, &|| bulk.is_finished() && video.is_finished(), tick);
         (
             bulk.join()

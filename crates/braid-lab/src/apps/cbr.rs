@@ -28,6 +28,8 @@ const REQUEST_WITHIN: Duration = Duration::from_secs(5);
 const REQUEST_EVERY: Duration = Duration::from_secs(1);
 /// Datagrams the sink tracks at most (22 hours of 2 Mbit/s in 1200-byte datagrams).
 const MAX_TRACKED: usize = 1 << 24;
+/// Loss runs reported at most.
+const MAX_LOSS_RUNS: usize = 200;
 /// How long the sink keeps listening after the source's last datagram.
 const DRAIN: Duration = Duration::from_secs(2);
 
@@ -64,14 +66,19 @@ pub struct CbrResult {
     pub one_way_delay_ms: Summary,
     /// Longest time between two arrivals while the source was sending, ms.
     pub longest_gap_ms: f64,
+    /// Runs of consecutive datagrams lost: (send time of the first, s from `epoch`, count),
+    /// the first `MAX_LOSS_RUNS`.
+    pub lost_runs: Vec<(f64, u64)>,
 }
 
-/// Runs `flow` from `source_ns` to `sink_ns` for `duration`, blocking until done.
+/// Runs `flow` from `source_ns` to `sink_ns` for `duration`, blocking until done; loss
+/// runs are timed from `epoch`.
 pub fn run(
     flow: &CbrFlow,
     source_ns: &Netns,
     sink_ns: &Netns,
     clock: Clock,
+    epoch: Instant,
     duration: Duration,
 ) -> Result<CbrResult, LabError> {
     if flow.packet_bytes < HEADER || flow.rate_mbps <= 0.0 {
@@ -104,12 +111,17 @@ pub fn run(
             sent
         });
         let sink = scope.spawn(|| receive(&sink, server, clock, &sending));
-        let sent = src
+        let (sent, start, interval) = src
             .join()
             .unwrap_or_else(|_| Err(LabError::App("the CBR source panicked".into())))?;
-        let mut r = sink
+        let (mut r, seen) = sink
             .join()
             .unwrap_or_else(|_| Err(LabError::App("the CBR sink panicked".into())))?;
+        let offset = start.saturating_duration_since(epoch).as_secs_f64();
+        r.lost_runs = loss_runs(&seen, sent)
+            .take(MAX_LOSS_RUNS)
+            .map(|(first, n)| (offset + interval.as_secs_f64() * first as f64, n))
+            .collect();
         r.rate_mbps = flow.rate_mbps;
         r.packet_bytes = flow.packet_bytes;
         r.packets_sent = sent;
@@ -119,13 +131,14 @@ pub fn run(
     })
 }
 
-/// Waits for the client's request, then sends for `duration`; returns datagrams sent.
+/// Waits for the client's request, then sends for `duration`; returns datagrams sent,
+/// when the first was due and the interval between them.
 fn send(
     socket: &UdpSocket,
     flow: &CbrFlow,
     clock: Clock,
     duration: Duration,
-) -> Result<u64, LabError> {
+) -> Result<(u64, Instant, Duration), LabError> {
     let mut buf = [0u8; 64];
     let until = clock.now() + REQUEST_WITHIN;
     let client = loop {
@@ -162,7 +175,26 @@ fn send(
         let _ = socket.send_to(&payload, client);
         seq += 1;
     }
-    Ok(seq)
+    Ok((seq, start, interval))
+}
+
+/// Runs of sequence numbers below `sent` not `seen`: (first, count).
+fn loss_runs(seen: &[bool], sent: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let mut i = 0u64;
+    std::iter::from_fn(move || {
+        let got = |k: u64| usize::try_from(k).ok().and_then(|k| seen.get(k)).copied() == Some(true);
+        while i < sent && got(i) {
+            i += 1;
+        }
+        if i >= sent {
+            return None;
+        }
+        let first = i;
+        while i < sent && !got(i) {
+            i += 1;
+        }
+        Some((first, i - first))
+    })
 }
 
 /// Requests the flow and counts what arrives until the source is done and `DRAIN` passed.
@@ -171,7 +203,7 @@ fn receive(
     server: SocketAddrV4,
     clock: Clock,
     sending: &AtomicBool,
-) -> Result<CbrResult, LabError> {
+) -> Result<(CbrResult, Vec<bool>), LabError> {
     let mut seen: Vec<bool> = Vec::new();
     let mut r = CbrResult::default();
     let mut delays = Samples::new(Samples::DEFAULT_CAPACITY, Rng::new(1));
@@ -231,11 +263,27 @@ fn receive(
         last_arrival = Some(now);
     }
     r.one_way_delay_ms = delays.summary();
-    Ok(r)
+    Ok((r, seen))
 }
 
 /// The big-endian u64 at `at` in `b`.
 fn word(b: &[u8], at: usize) -> Option<u64> {
     let bytes: [u8; 8] = b.get(at..at + 8)?.try_into().ok()?;
     Some(u64::from_be_bytes(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loss_runs_cover_every_missing_datagram() {
+        let seen = [true, false, false, true, true, false];
+        let runs: Vec<_> = loss_runs(&seen, 8).collect();
+        // 1-2 lost, 5 lost, 6-7 never reached the sink's table.
+        assert_eq!(runs, vec![(1, 2), (5, 3)]);
+        assert_eq!(loss_runs(&[true; 4], 4).count(), 0);
+        assert_eq!(word(&[0, 0, 0, 0, 0, 0, 1, 2], 0), Some(258));
+        assert_eq!(word(&[0; 7], 0), None);
+    }
 }
