@@ -14,6 +14,7 @@
 
 use std::path::Path;
 
+use braid_lab::experiment::STALL_AFTER_S;
 use braid_sim::host::{BulkConfig, UdpCbrConfig, WorkloadConfig};
 use braid_sim::link::BlackoutConfig;
 use braid_sim::scenario::EngineSection;
@@ -305,11 +306,11 @@ pub fn better_path(sc: &Scenario, traces: &mut TraceCache) -> usize {
     best.0
 }
 
-/// The series' longest run of empty intervals from `from_s` on, ms.
-fn longest_stall_ms(series: &[f64], interval_ms: f64, from_s: f64) -> f64 {
-    let first = (from_s * 1000.0 / interval_ms.max(1e-9)) as usize;
+/// The series' longest run of empty intervals from `from_s` to `to_s`, ms.
+fn longest_stall_ms(series: &[f64], interval_ms: f64, from_s: f64, to_s: f64) -> f64 {
+    let bin = |s: f64| ((s * 1000.0 / interval_ms.max(1e-9)) as usize).min(series.len());
     let (mut longest, mut run) = (0usize, 0usize);
-    for &g in series.get(first..).unwrap_or_default() {
+    for &g in series.get(bin(from_s)..bin(to_s)).unwrap_or_default() {
         run = if g == 0.0 { run + 1 } else { 0 };
         longest = longest.max(run);
     }
@@ -431,6 +432,7 @@ pub fn run(opts: &mut Options<'_>) -> Result<BenchReport, BenchError> {
                 &cb.goodput_mbps_series,
                 cb.series_interval_ms,
                 plan.cut_at_s,
+                plan.cut_at_s + CUT_S + STALL_AFTER_S,
             );
             json["cut"] = json!({ "longest_stall_ms": stall, "bulk": cb, "video": video });
             Some(Cut {
@@ -462,11 +464,16 @@ pub fn run(opts: &mut Options<'_>) -> Result<BenchReport, BenchError> {
             "(a) {:.0} s of web flows (load scale 4); (b) one bulk download, {:.0} s, \
              goodput after the first {:.0} s; (c) a bulk download and {VIDEO_MBPS} Mbit/s \
              of video (CBR UDP, 1200-byte datagrams, downlink) for {:.0} s from {:.0} s into \
-             the traces, {} cut both ways from {:.0} s for {CUT_S:.0} s; stall = longest run of empty 50 ms \
-             intervals of the download from the cut on; video lost = sent and never \
-             received",
-            plan.web_s, plan.bulk_s, plan.bulk_omit_s, plan.cut_run_s, plan.cut_trace_start_s,
-            names[better], plan.cut_at_s
+             the traces, {} cut both ways from {:.0} s for {CUT_S:.0} s; stall = longest run \
+             of empty 50 ms intervals of the download from the cut to {STALL_AFTER_S:.0} s \
+             after its end; video lost = sent and never received",
+            plan.web_s,
+            plan.bulk_s,
+            plan.bulk_omit_s,
+            plan.cut_run_s,
+            plan.cut_trace_start_s,
+            names[better],
+            plan.cut_at_s
         ),
         "braid runs with its defaults (an empty [engine] table)".into(),
     ];
@@ -485,8 +492,9 @@ mod tests {
     #[test]
     fn stalls_count_empty_intervals_from_the_cut() {
         let s = [1.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 3.0];
-        assert_eq!(longest_stall_ms(&s, 50.0, 0.0), 150.0);
-        assert_eq!(longest_stall_ms(&s, 50.0, 0.2), 100.0);
+        assert_eq!(longest_stall_ms(&s, 50.0, 0.0, 1.0), 150.0);
+        assert_eq!(longest_stall_ms(&s, 50.0, 0.2, 1.0), 100.0);
+        assert_eq!(longest_stall_ms(&s, 50.0, 0.2, 0.3), 0.0);
         assert_eq!(mean_from(&s, 50.0, 0.3), 1.0);
     }
 }

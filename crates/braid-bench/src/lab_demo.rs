@@ -24,7 +24,7 @@ pub fn unavailable() -> Option<String> {
     braid_lab::braid_daemon::unavailable()
 }
 
-/// About 80 s quick, 4.5 minutes in full (the links' capacities vary over the traces'
+/// About 85 s quick, 4.5 minutes in full (the links' capacities vary over the traces'
 /// 60 s, so every system runs the same stretch of them from a fresh start).
 fn plan(quick: bool) -> Plan {
     if quick {
@@ -34,7 +34,7 @@ fn plan(quick: bool) -> Plan {
             bulk_omit_s: 1.0,
             cut_trace_start_s: CUT_IN_TRACE_S - 2.0,
             cut_at_s: 2.0,
-            cut_run_s: 14.0,
+            cut_run_s: 15.0,
         }
     } else {
         Plan {
@@ -257,7 +257,7 @@ pub fn run(opts: &mut Options<'_>, live: &mut dyn FnMut(&str)) -> Result<BenchRe
              datagrams, downlink) for {:.0} s from {:.0} s into the traces, {} (the better \
              link) blackholed both ways \
              from {:.0} s for {CUT_S:.0} s; stall = longest run of empty {} ms bins of the \
-             download from the cut on; video lost = sent and never received",
+             download from the cut to {} s after its end; video lost = sent and never received",
             plan.web_s,
             web.scale,
             plan.cut_run_s,
@@ -265,6 +265,7 @@ pub fn run(opts: &mut Options<'_>, live: &mut dyn FnMut(&str)) -> Result<BenchRe
             names[better],
             plan.cut_at_s,
             experiment::BIN_MS,
+            experiment::STALL_AFTER_S,
         ),
     );
     notes.insert(

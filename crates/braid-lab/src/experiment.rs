@@ -315,14 +315,17 @@ pub fn recovery(goodput: &[f64], fail_bin: usize, surviving_mbps: f64) -> (Optio
         .filter(|&i| goodput.get(i).is_some_and(|&g| g > 0.0))
         .find(|&i| (i..=(i + stay).min(last_start)).all(window_ok))
         .map(|i| ((i - fail_bin) as u64 * BIN_MS) as f64);
-    (recovered, longest_stall_ms(goodput, fail_bin))
+    (
+        recovered,
+        longest_stall_ms(goodput, fail_bin, goodput.len()),
+    )
 }
 
-/// Longest run of empty `BIN_MS` bins from bin `from` on, ms.
-pub fn longest_stall_ms(goodput: &[f64], from: usize) -> f64 {
+/// Longest run of empty `BIN_MS` bins in bins `from..to`, ms.
+pub fn longest_stall_ms(goodput: &[f64], from: usize, to: usize) -> f64 {
     let mut longest = 0usize;
     let mut run = 0usize;
-    for &g in goodput.get(from..).unwrap_or_default() {
+    for &g in goodput.get(from..to.min(goodput.len())).unwrap_or_default() {
         if g == 0.0 {
             run += 1;
             longest = longest.max(run);
@@ -349,13 +352,18 @@ pub struct Cut {
     pub before_mbps: f64,
     /// Mean bulk goodput while the path was cut, Mbit/s.
     pub during_mbps: f64,
-    /// Longest run of empty bins of the bulk download from the cut to the end, ms.
+    /// Longest run of empty bins of the bulk download from the cut to `STALL_AFTER_S`
+    /// after the path is back, ms.
     pub longest_stall_ms: f64,
     /// The bulk connection was reset or failed.
     pub bulk_reset: bool,
     /// The video stream (CBR UDP, downlink) over the run.
     pub video: CbrResult,
 }
+
+/// How long after a cut path is back its stalls still count: the path's return
+/// (reordering, its queue refilling) is part of the cut; a stall long after it is not.
+pub const STALL_AFTER_S: f64 = 3.0;
 
 /// A path cut under a download and a video stream: what [`cut_under_video`] runs.
 #[derive(Clone, Copy, Debug)]
@@ -462,7 +470,11 @@ pub fn cut_under_video(
         bin_ms: BIN_MS,
         before_mbps: mean(bin(1.0), cut_bin),
         during_mbps: mean(cut_bin, back_bin),
-        longest_stall_ms: longest_stall_ms(&goodput, cut_bin),
+        longest_stall_ms: longest_stall_ms(
+            &goodput,
+            cut_bin,
+            bin(cut_at_s + cut_s + STALL_AFTER_S),
+        ),
         bulk_mbps: goodput,
         trace_start_s,
         cut_at_s,
