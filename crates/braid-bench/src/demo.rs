@@ -494,7 +494,66 @@ mod tests {
         let s = [1.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 3.0];
         assert_eq!(longest_stall_ms(&s, 50.0, 0.0, 1.0), 150.0);
         assert_eq!(longest_stall_ms(&s, 50.0, 0.2, 1.0), 100.0);
-        assert_eq!(longest_stall_ms(&s, 50.0, 0.2, 0.3), 0.0);
-        assert_eq!(mean_from(&s, 50.0, 0.3), 1.0);
+        assert_eq!(longest_stall_ms(&s, 50.0, 0.2, 0.3), 50.0);
+        assert_eq!(longest_stall_ms(&s, 50.0, 0.2, 0.25), 0.0);
+        assert_eq!(mean_from(&s, 50.0, 0.3), 1.5);
+    }
+
+    fn row(system: &str, median_ms: f64, bulk_mbps: f64, cut: Option<(f64, u64)>) -> Row {
+        Row {
+            system: system.to_owned(),
+            web: Some(Web {
+                started: 10,
+                completed: 10,
+                median_ms,
+                p95_ms: 2.0 * median_ms,
+            }),
+            bulk_mbps,
+            cut: cut.map(|(longest_stall_ms, video_lost)| Cut {
+                longest_stall_ms,
+                video_sent: 1000,
+                video_lost,
+            }),
+        }
+    }
+
+    #[test]
+    fn headlines_judge_braid_against_the_links_alone_with_mptcp_beside() {
+        let opts = Options {
+            quick: true,
+            seed: 1,
+            progress: None,
+        };
+        let rows = [
+            row("a only", 400.0, 4.0, None),
+            row("b only", 100.0, 16.0, None),
+            row(MPTCP, 200.0, 10.0, Some((2000.0, 500))),
+            row(BRAID, 80.0, 19.0, Some((250.0, 20))),
+        ];
+        let r = report(&opts, &rows, serde_json::Value::Null, Vec::new());
+        let h: Vec<(f64, bool, Option<f64>)> = r
+            .headlines
+            .iter()
+            .map(|h| (h.value, h.met, h.baseline.as_ref().and_then(|b| b.value)))
+            .collect();
+        assert_eq!(h[0], (1.25, true, Some(0.5)));
+        assert_eq!(h[1], (0.95, true, Some(0.5)));
+        assert_eq!(h[2], (250.0, true, Some(2000.0)));
+        assert_eq!(h[3], (2.0, false, Some(50.0)));
+        assert_eq!(r.headline.value, 1.25);
+        // The summed row, and a dash where a system did not run a part.
+        let text = r.table.to_string();
+        assert!(text.contains("links alone, summed"), "{text}");
+        assert!(text
+            .lines()
+            .any(|l| l.starts_with("a only") && l.ends_with('-')));
+        // Without MPTCP (the simulator) no baseline is shown.
+        let r = report(
+            &opts,
+            &[rows[0].clone(), rows[1].clone(), rows[3].clone()],
+            serde_json::Value::Null,
+            Vec::new(),
+        );
+        assert!(r.headlines.iter().all(|h| h.baseline.is_none()));
     }
 }
