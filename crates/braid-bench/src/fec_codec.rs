@@ -198,6 +198,7 @@ impl Bench for FecCodec {
             bench: self.name().to_owned(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: json!({ "sizes": rows }),
             headline: Headline::new(
                 "Evolution XOR encode GB/s over Reed-Solomon encode GB/s, 1200-byte packets, one repair packet per 10",

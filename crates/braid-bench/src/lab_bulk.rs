@@ -198,6 +198,7 @@ impl Bench for LabBulk {
             bench: self.name().into(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: Value::Object(systems),
             headline: Headline::new(
                 "braid goodput / Linux MPTCP goodput over 4 paths",

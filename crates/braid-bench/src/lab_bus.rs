@@ -193,6 +193,7 @@ impl Bench for LabBus {
             bench: self.name().into(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: Value::Object(systems),
             headline: Headline::new(
                 "Linux MPTCP median FCT / braid's defaults' median FCT",

@@ -57,6 +57,7 @@ impl Bench for LabEmulator {
             bench: self.name().into(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: serde_json::Value::Object(systems),
             headline: Headline::new(
                 "largest relative error of ping RTT or iperf3 goodput against the link model",

@@ -150,6 +150,7 @@ impl Bench for LabFailover {
             bench: self.name().into(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: Value::Object(systems),
             headline: h,
             notes,

@@ -163,6 +163,7 @@ impl Bench for NeverWorse {
             bench: self.name().to_owned(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: json!({ "cases": rows }),
             headline: Headline::new(
                 "worst over the matrix of braid / best single path (goodput; and best median FCT / braid's)",

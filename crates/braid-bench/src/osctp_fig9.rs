@@ -139,6 +139,7 @@ impl Bench for OsctpFig9 {
             bench: self.name().to_owned(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: json!({
                 "points": rows,
                 "worst_fraction": worst_by,

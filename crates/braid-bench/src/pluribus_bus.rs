@@ -125,6 +125,7 @@ impl Bench for Fig8 {
             bench: self.name().to_owned(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: serde_json::Value::Object(systems),
             headline: Headline::new(
                 "median FCT, MinConnPath / PluriBus",
@@ -194,6 +195,7 @@ impl Bench for Fig9 {
             bench: self.name().to_owned(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: json!({ "points": points }),
             headline: Headline::new(
                 "median FCT, MinConnPath / PluriBus, at load scale 8",
@@ -250,6 +252,7 @@ impl Bench for Fig14 {
             bench: self.name().to_owned(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: json!({ "points": points }),
             headline: Headline::new(
                 "share of coded packets among data and coded packets, at load scale 1",

@@ -246,6 +246,7 @@ fn report(
         bench: bench.to_owned(),
         seed: opts.seed,
         quick: opts.quick,
+        headlines: Vec::new(),
         systems,
         headline,
         notes: vec![

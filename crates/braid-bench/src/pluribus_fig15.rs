@@ -173,6 +173,7 @@ impl Bench for PluribusFig15 {
             bench: self.name().to_owned(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: json!({
                 "points": points,
                 "iw10_ratio_at_100_ms": iw10_headline,

@@ -197,6 +197,7 @@ impl Bench for PluribusFig17 {
             bench: self.name().to_owned(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: json!({ "points": points, "cdf_within": cdf }),
             headline: Headline::new(
                 "fraction of packets delivered within 10 ms of the delay-based prediction",

@@ -125,6 +125,7 @@ impl Bench for PrismFig7 {
             bench: self.name().to_owned(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: json!({
                 "links": links.iter().map(|(r, d)| json!({"kbps": r, "delay_ms": d})).collect::<Vec<_>>(),
                 "single_link_mbps": single,
@@ -212,6 +213,7 @@ impl Bench for PrismFig8 {
             bench: self.name().to_owned(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: json!({
                 "ideal_mbps": ideal,
                 "points": rows,

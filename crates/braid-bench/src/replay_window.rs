@@ -271,6 +271,7 @@ impl Bench for ReplayWindowBench {
             bench: self.name().to_owned(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: json!({
                 "cells": cells,
                 "braid_window": WINDOW,

@@ -15,6 +15,10 @@ pub struct BenchReport {
     /// Per compared system, its measured figures (an object keyed by system name).
     pub systems: serde_json::Value,
     pub headline: Headline,
+    /// Every headline of a benchmark judged on more than one figure (the demo), `headline`
+    /// being the first; empty (and left out of the JSON) for the others.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub headlines: Vec<Headline>,
     /// What a reader needs to interpret the numbers (setup, caveats, what was not measured).
     pub notes: Vec<String>,
     /// The human table (not part of the JSON).
@@ -35,6 +39,19 @@ pub struct Headline {
     pub higher_is_better: bool,
     /// Whether `value` meets `goal`.
     pub met: bool,
+    /// The same figure for the baseline to beat, measured in the same run (the demo:
+    /// Linux MPTCP), where the report shows one beside ours.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Baseline>,
+}
+
+/// A baseline's figure beside a headline.
+#[derive(Clone, Debug, Serialize)]
+pub struct Baseline {
+    /// The baseline system, as the report's table names it.
+    pub system: String,
+    /// Its value of the headline's metric (null where it could not run).
+    pub value: Option<f64>,
 }
 
 impl Headline {
@@ -57,7 +74,17 @@ impl Headline {
             goal,
             higher_is_better,
             met,
+            baseline: None,
         }
+    }
+
+    /// This headline with `system`'s value of the same metric beside it.
+    pub fn with_baseline(mut self, system: impl Into<String>, value: f64) -> Headline {
+        self.baseline = Some(Baseline {
+            system: system.into(),
+            value: value.is_finite().then_some(value),
+        });
+        self
     }
 }
 
@@ -67,6 +94,12 @@ impl fmt::Display for Headline {
         write!(f, "{}: {:.3}", self.metric, self.value)?;
         if let Some(p) = self.paper {
             write!(f, " (paper {p})")?;
+        }
+        if let Some(b) = &self.baseline {
+            match b.value {
+                Some(v) => write!(f, " ({} {v:.3})", b.system)?,
+                None => write!(f, " ({} did not run)", b.system)?,
+            }
         }
         write!(
             f,
@@ -138,6 +171,21 @@ mod tests {
         assert!(!Headline::new("x", 1.0, None, 1.5, true).met);
         assert!(Headline::new("x", 1.0, None, 1.05, false).met);
         assert!(!Headline::new("x", 1.1, Some(1.2), 1.05, false).met);
+    }
+
+    #[test]
+    fn baseline_prints_beside_the_value() {
+        let h = Headline::new("x", 0.5, None, 0.9, true).with_baseline("MPTCP", 0.75);
+        assert_eq!(
+            h.to_string(),
+            "x: 0.500 (MPTCP 0.750), goal >= 0.9: NOT met"
+        );
+        let h = Headline::new("x", 0.5, None, 0.9, true).with_baseline("MPTCP", f64::NAN);
+        assert!(h.to_string().contains("MPTCP did not run"));
+        assert_eq!(
+            serde_json::to_value(&h).unwrap()["baseline"]["value"],
+            serde_json::Value::Null
+        );
     }
 
     #[test]

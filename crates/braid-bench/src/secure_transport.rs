@@ -368,6 +368,7 @@ impl Bench for SecureTransport {
             bench: self.name().to_owned(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: serde_json::Value::Object(out),
             headline: Headline::new(
                 "braid-secure seal+open GB/s over the bare ring AEAD's, 1400-byte datagrams",

@@ -107,6 +107,7 @@ impl Bench for SimSpeed {
             bench: self.name().to_owned(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: serde_json::Value::Object(systems),
             headline: Headline::new(
                 "simulated seconds per wall-clock second, worst of the two workloads",

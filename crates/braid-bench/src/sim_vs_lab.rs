@@ -261,6 +261,7 @@ impl Bench for SimVsLab {
             notes.push(format!("largest difference: {}", worst.1));
         }
         Ok(BenchReport {
+            headlines: Vec::new(),
             bench: self.name().into(),
             seed: opts.seed,
             quick: opts.quick,

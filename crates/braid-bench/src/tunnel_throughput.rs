@@ -441,6 +441,7 @@ impl Bench for TunnelThroughput {
             bench: self.name().to_owned(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: Value::Object(systems),
             headline: Headline::new(metric, value, None, 1.0, true),
             notes,

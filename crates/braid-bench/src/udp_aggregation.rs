@@ -98,6 +98,7 @@ impl Bench for UdpAggregation {
             bench: self.name().to_owned(),
             seed: opts.seed,
             quick: opts.quick,
+            headlines: Vec::new(),
             systems: json!({
                 "links": links.iter().map(|(r, d)| json!({"kbps": r, "delay_ms": d})).collect::<Vec<_>>(),
                 "points": rows,

@@ -1,10 +1,12 @@
 //! `braid demo`: the main job a new user runs first.
 //!
-//! The bus on recorded LTE traces (scenarios/bus-lte.toml): riders' short web flows over
-//! two cellular links, through each link alone, Linux MPTCP and braid. Where the lab can
-//! run (root, network namespaces, iperf3/mptcpd tools, this build's daemon) it runs there,
-//! in real time with real kernels, showing each path live; otherwise it says why and runs
-//! the same scenario in the simulator.
+//! What bonding is for, on the bus's two recorded LTE links (scenarios/bus-lte.toml),
+//! through each link alone, Linux MPTCP and braid with its defaults: (a) riders' web
+//! flows, (b) one bulk download against the links' summed capacity, (c) a video stream
+//! beside a download while the better link is cut for 10 s. Where the lab can run (root,
+//! network namespaces, iperf3/mptcpd tools, this build's daemon) it runs there, in real
+//! time with real kernels, showing each path live; otherwise it says why and runs the same
+//! three parts in the simulator.
 
 use std::io::IsTerminal;
 
@@ -39,17 +41,21 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 }
 
 const INTRO: &str = "braid demo: a bus with two LTE modems (AT&T and Verizon, recorded while \
-                     driving; bursty loss on AT&T),\nriders' short web flows, through each \
-                     link alone, Linux MPTCP and braid.\n";
+                     driving; bursty loss on AT&T),\nthrough each link alone, Linux MPTCP and \
+                     braid with its defaults, the same traffic for each:\n  (a) riders' short \
+                     web flows: median completion time\n  (b) one bulk download: goodput \
+                     against the links' alone goodputs summed\n  (c) a 2 Mbit/s video stream \
+                     beside a download while the better link is cut for 10 s:\n      the \
+                     download's longest stall and the video lost\n";
 
 fn lab(a: &Args) -> anyhow::Result<()> {
     braid_lab::netns::install_interrupt_handler();
     let tty = std::io::stdout().is_terminal() && !a.json;
     if !a.json {
         crate::emit(&format!(
-            "{INTRO}In the lab: network namespaces, the links emulated in real time, real TCP. \
-             About {} minutes.\n\n",
-            if a.quick { 2 } else { 4 }
+            "{INTRO}In the lab: network namespaces, the links emulated in real time, real TCP \
+             and UDP. About {}.\n\n",
+            if a.quick { "90 s" } else { "5 minutes" }
         ))?;
     }
     let mut last_label = String::new();
@@ -58,7 +64,8 @@ fn lab(a: &Args) -> anyhow::Result<()> {
         if a.json {
             return;
         }
-        let label = line.split("  ").next().unwrap_or_default().to_owned();
+        // A live line starts with its part's label in 26 columns.
+        let label: String = line.chars().take(26).collect();
         let new_group = label != last_label;
         n += 1;
         let text = if tty {
@@ -93,8 +100,8 @@ fn lab(a: &Args) -> anyhow::Result<()> {
 fn sim(a: &Args, why: &str) -> anyhow::Result<()> {
     if !a.json {
         crate::emit(&format!(
-            "{INTRO}The lab cannot run here ({why}),\nso this is the same scenario in the \
-             simulator (Linux MPTCP runs only in the lab).\n\n"
+            "{INTRO}The lab cannot run here ({why}),\nso these are the same three parts in \
+             the simulator (Linux MPTCP runs only in the lab).\n\n"
         ))?;
     }
     let mut bar = Bar::new(!a.json);

@@ -31,8 +31,8 @@ enum Command {
     Server(daemon::DaemonArgs),
     /// Show a running gateway's or server's paths: state, rate, RTT, loss, bytes.
     Status(daemon::StatusArgs),
-    /// Run the demo: the bus scenario of PluriBus (two lossy cellular links of unequal
-    /// delay, short web flows) through braid and through each link alone, side by side.
+    /// Run the demo: two recorded LTE links through each alone, Linux MPTCP and braid:
+    /// web flows, a bulk download, and video while the better link is cut.
     Demo(demo::Args),
     /// Run a scenario file in the deterministic simulator (format: docs/scenarios.md).
     Sim(sim::Args),
@@ -101,13 +101,18 @@ pub fn print_report(report: &braid_bench::BenchReport, json: bool) -> anyhow::Re
         return emit(&(serde_json::to_string_pretty(report)? + "\n"));
     }
     let mut s = format!(
-        "{} ({}seed {})\n\n{}\n{}\n",
+        "{} ({}seed {})\n\n{}\n",
         report.bench,
         if report.quick { "quick, " } else { "" },
         report.seed,
         report.table,
-        report.headline
     );
+    if report.headlines.is_empty() {
+        s += &format!("{}\n", report.headline);
+    }
+    for h in &report.headlines {
+        s += &format!("{h}\n");
+    }
     for n in &report.notes {
         s += &format!("note: {n}\n");
     }

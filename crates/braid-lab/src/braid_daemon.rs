@@ -82,6 +82,11 @@ pub struct BraidSettings {
 }
 
 impl BraidSettings {
+    /// braid as a user runs it: an empty `[engine]` table, every setting the default.
+    pub fn defaults() -> BraidSettings {
+        BraidSettings::default()
+    }
+
     /// `s` without loss recovery.
     pub fn scheduler(s: &str) -> BraidSettings {
         BraidSettings {
@@ -261,6 +266,32 @@ impl BraidTunnel {
         &self.dir.0
     }
 
+    /// `braid status --json` of one daemon (`"gateway"` or `"server"`): its sessions with
+    /// every engine counter.
+    pub fn status(&self, role: &str) -> Result<serde_json::Value, LabError> {
+        let exe = executable().ok_or_else(|| LabError::BraidUnavailable("no executable".into()))?;
+        let config = self.dir.0.join(format!("{role}.toml"));
+        let what = format!("braid status --config {}", config.display());
+        let out = Command::new(&exe)
+            .arg("status")
+            .arg("--config")
+            .arg(&config)
+            .arg("--json")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| LabError::io(what.clone(), e))?;
+        if !out.status.success() {
+            return Err(LabError::Command {
+                command: what,
+                detail: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        serde_json::from_slice(&out.stdout).map_err(|e| LabError::Command {
+            command: what,
+            detail: format!("no JSON status ({e})"),
+        })
+    }
+
     /// The daemons' process ids (gateway, server).
     pub fn pids(&self) -> (Option<u32>, Option<u32>) {
         (self.gateway.id(), self.server.id())
@@ -388,5 +419,13 @@ mod tests {
         assert_eq!(f.engine.scheduler, SchedulerKind::default());
         assert_eq!(f.engine.loss_recovery, LossRecoveryKind::default());
         assert_eq!(f.engine.aqm, None);
+        // The defaults leave the table empty, and the daemons' config reads it as the
+        // engine's defaults.
+        let d = BraidSettings::defaults();
+        assert_eq!(d.label(), "defaults");
+        let text = d.engine_section(Path::new("/tmp/x"));
+        assert!(text.starts_with("[engine]\n\n[control]"), "{text}");
+        let f: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(f["engine"].as_table().map(toml::Table::len), Some(0));
     }
 }

@@ -114,3 +114,38 @@ fn web_flows_complete_over_a_path() {
     // Even the fastest flow pays the handshake and request: two RTTs.
     assert!(w.fct_ms.min >= 80.0, "{w:?}");
 }
+
+/// A path cut under a download and a CBR stream, each on the other path's address: the
+/// stream over the cut path loses what was sent while it was dark, and only that; the
+/// download over the cut path stalls for the cut.
+#[test]
+fn a_cut_loses_the_stream_on_the_cut_path_for_its_length() {
+    if let Err(e) = check(&[Need::Mptcp]) {
+        eprintln!("skipped: {e}");
+        return;
+    }
+    let mut lab = Lab::build(&[path("a", 20.0, 20.0), path("b", 10.0, 40.0)], 1).unwrap();
+    let plan = experiment::CutPlan {
+        path: 0,
+        trace_start_s: 0.0,
+        cut_at_s: 1.0,
+        cut_s: 1.0,
+        duration_s: 3.0,
+        video_mbps: 2.0,
+    };
+    // Both over path a (cut): a second of 2 Mbit/s in 1200-byte datagrams, ~208 lost.
+    let r = experiment::cut_under_video(&mut lab, &System::Path(0), &plan, &mut |_, _| {}).unwrap();
+    let v = &r.video;
+    assert!(v.packets_sent > 500, "{v:?}");
+    assert!((150..=260).contains(&v.packets_lost), "{v:?}");
+    assert_eq!(v.packets_received + v.packets_lost, v.packets_sent);
+    assert!(
+        v.lost_runs.iter().all(|&(at, _)| (0.9..2.2).contains(&at)),
+        "{v:?}"
+    );
+    assert!(r.longest_stall_ms >= 800.0, "{}", r.longest_stall_ms);
+    // Over path b, which stays up: nothing lost.
+    let r = experiment::cut_under_video(&mut lab, &System::Path(1), &plan, &mut |_, _| {}).unwrap();
+    assert_eq!(r.video.packets_lost, 0, "{:?}", r.video);
+    assert_eq!(r.video.duplicates, 0);
+}
