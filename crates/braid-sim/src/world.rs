@@ -153,6 +153,32 @@ struct World {
     overhead: usize,
 }
 
+/// The components' timeouts at one step (see [`World::timeouts`]).
+struct Timeouts {
+    client: Option<Instant>,
+    internet: Option<Instant>,
+    gateway: Option<Instant>,
+    server: Option<Instant>,
+    /// The earliest of the links'.
+    links: Option<Instant>,
+}
+
+impl Timeouts {
+    /// The earliest of them all.
+    fn next(&self) -> Option<Instant> {
+        [
+            self.client,
+            self.internet,
+            self.gateway,
+            self.server,
+            self.links,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+}
+
 impl World {
     fn new(scenario: &Scenario, traces: &mut TraceCache) -> Result<World, SimError> {
         let seed = scenario.seed;
@@ -261,7 +287,8 @@ impl World {
         let mut fired_at: Option<Instant> = None;
         loop {
             self.settle();
-            let Some(mut next) = self.next_timeout() else {
+            let due = self.timeouts();
+            let Some(mut next) = due.next() else {
                 break;
             };
             // A component asking again for an instant already handled is visited 1 µs
@@ -275,7 +302,7 @@ impl World {
             self.now = self.now.max(next);
             fired_at = Some(self.now);
             self.events += 1;
-            self.fire_timeouts();
+            self.fire_timeouts(&due);
             if let Some(cb) = progress.as_deref_mut() {
                 let done = self.now.as_micros() as f64 / total;
                 if done >= next_report {
@@ -369,39 +396,39 @@ impl World {
         }
     }
 
-    fn next_timeout(&self) -> Option<Instant> {
-        let mut next: Option<Instant> = None;
-        let mut consider = |t: Option<Instant>| {
-            if let Some(t) = t {
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
+    /// Every component's next timeout, asked once per step: nothing changes between
+    /// choosing the instant and firing what is due at it, and an engine's
+    /// `poll_timeout` scans its timers.
+    fn timeouts(&self) -> Timeouts {
+        let (gateway, server) = match &self.engines {
+            Some(e) => (e.gateway.poll_timeout(), e.server.poll_timeout()),
+            None => (None, None),
         };
-        consider(self.client.poll_timeout());
-        consider(self.internet.poll_timeout());
-        if let Some(e) = &self.engines {
-            consider(e.gateway.poll_timeout());
-            consider(e.server.poll_timeout());
+        Timeouts {
+            client: self.client.poll_timeout(),
+            internet: self.internet.poll_timeout(),
+            gateway,
+            server,
+            links: (self.paths.iter())
+                .flat_map(|p| [p.up.poll_timeout(), p.down.poll_timeout()])
+                .flatten()
+                .min(),
         }
-        for p in &self.paths {
-            consider(p.up.poll_timeout());
-            consider(p.down.poll_timeout());
-        }
-        next
     }
 
-    fn fire_timeouts(&mut self) {
+    fn fire_timeouts(&mut self, due: &Timeouts) {
         let now = self.now;
-        if self.client.poll_timeout().is_some_and(|t| t <= now) {
+        if due.client.is_some_and(|t| t <= now) {
             self.client.handle_timeout(now);
         }
-        if self.internet.poll_timeout().is_some_and(|t| t <= now) {
+        if due.internet.is_some_and(|t| t <= now) {
             self.internet.handle_timeout(now);
         }
         if let Some(e) = &mut self.engines {
-            if e.gateway.poll_timeout().is_some_and(|t| t <= now) {
+            if due.gateway.is_some_and(|t| t <= now) {
                 e.gateway.handle_timeout(now);
             }
-            if e.server.poll_timeout().is_some_and(|t| t <= now) {
+            if due.server.is_some_and(|t| t <= now) {
                 e.server.handle_timeout(now);
             }
         }
