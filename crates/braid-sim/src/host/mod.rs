@@ -28,6 +28,7 @@
 //! seed, so the same seed gives the same packets.
 
 mod arrivals;
+mod checksum;
 mod client;
 mod de;
 mod packets;
