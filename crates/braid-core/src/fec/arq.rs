@@ -344,6 +344,10 @@ impl Retransmit {
     /// Builds a nack of every missing packet due at `now`, from the lowest, within the
     /// bitmap's reach; returns its first sequence number and bitmap length.
     fn build_nack(&mut self, now: Instant, rtt: Duration) -> Option<(u32, usize)> {
+        // Nothing due: nothing to give up on or to nack (the common case, checked first).
+        if !self.missing.iter().any(|m| m.due <= now) {
+            return None;
+        }
         let max = self.max_nacks;
         let before = self.missing.len();
         self.missing.retain(|m| m.nacks < max || m.due > now);
@@ -379,10 +383,15 @@ impl LossRecovery for Retransmit {
     }
 
     fn poll_repair(&mut self, now: Instant, paths: &[Path]) -> Option<Repair<'_>> {
-        let path = fastest_path(now, paths)?.id();
-        self.fallback = round_trip(paths).max(self.lag + self.lag / 2);
+        // Which path is fastest matters only once there is something to send.
+        if !paths.iter().any(Path::is_usable) {
+            return None;
+        }
+        let rtt = round_trip(paths);
+        self.fallback = rtt.max(self.lag + self.lag / 2);
         self.confirm_passed(now);
-        if let Some((first, len)) = self.build_nack(now, round_trip(paths)) {
+        if let Some((first, len)) = self.build_nack(now, rtt) {
+            let path = fastest_path(now, paths)?.id();
             self.stats.nacks_sent += 1;
             return Some(Repair {
                 path,
@@ -398,6 +407,7 @@ impl LossRecovery for Retransmit {
                 continue;
             }
             self.stats.retransmissions_sent += 1;
+            let path = fastest_path(now, paths)?.id();
             let payload = self.sent.find(seq)?;
             return Some(Repair {
                 path,
@@ -456,7 +466,9 @@ impl LossRecovery for Retransmit {
     }
 
     fn poll_timeout(&self, now: Instant, paths: &[Path]) -> Option<Instant> {
-        fastest_path(now, paths)?;
+        if !paths.iter().any(Path::is_usable) {
+            return None;
+        }
         self.missing
             .iter()
             .map(|m| m.due)
