@@ -28,7 +28,6 @@
 //! seed, so the same seed gives the same packets.
 
 mod arrivals;
-mod checksum;
 mod client;
 mod de;
 mod packets;

@@ -6,12 +6,12 @@
 //! both big-endian `u64`; the rest is zeros. Source and sink share the simulator's clock,
 //! so one-way delay is exact.
 
+use braid_core::checksum::{fold, sum};
 use braid_core::Instant;
 
 use crate::metrics::{goodput_mbps, Samples, Summary};
 use crate::{Packet, Rng};
 
-use super::checksum::{fold, sum};
 use super::workload::CBR_HEADER_BYTES;
 
 const IPV4_HEADER: usize = 20;

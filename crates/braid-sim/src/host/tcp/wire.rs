@@ -11,10 +11,10 @@
 //! - Checksums: the IPv4 header checksum (RFC 791) and the TCP checksum over the
 //!   pseudo-header (RFC 9293 §3.1), both verified on receipt.
 
+use braid_core::checksum::{fold, sum};
 use thiserror::Error;
 
 use super::seq::Seq;
-use crate::host::checksum::{fold, sum};
 
 pub const IPV4_HEADER: usize = 20;
 pub const TCP_HEADER: usize = 20;
