@@ -232,9 +232,10 @@ impl Retransmit {
     /// later; `None` without a path to tell.
     fn all_passed_at(&self, now: Instant, sent_before: u32) -> Option<Instant> {
         let now32 = clock32(now);
+        let silent = self.fallback * SILENT_FALLBACKS;
         self.rx_paths
             .iter()
-            .filter(|p| p.last + self.fallback * SILENT_FALLBACKS > now)
+            .filter(|p| p.last + silent > now)
             .map(|p| {
                 let at = sent_before.wrapping_add(p.latest_offset());
                 let ahead = at.wrapping_sub(now32) as i32;
@@ -248,11 +249,8 @@ impl Retransmit {
     /// delivered data within `fallback`: every data packet below it was passed by its path.
     fn passed_floor(&self, now: Instant) -> Option<u32> {
         let mut floor: Option<u32> = None;
-        for p in self
-            .rx_paths
-            .iter()
-            .filter(|p| p.last + self.fallback * SILENT_FALLBACKS > now)
-        {
+        let silent = self.fallback * SILENT_FALLBACKS;
+        for p in self.rx_paths.iter().filter(|p| p.last + silent > now) {
             floor = Some(match floor {
                 Some(f) if seq_le(f, p.highest) => f,
                 _ => p.highest,

@@ -54,7 +54,7 @@ use std::time::Duration;
 
 use super::{candidates, Choice, PacketMeta, Scheduler};
 use crate::path::Path;
-use crate::Instant;
+use crate::{Instant, PathId};
 
 /// Packets of a flow sent redundantly when some path is lossy.
 pub const SHORT_FLOW: u32 = 32;
@@ -150,18 +150,38 @@ impl Scheduler for DelayBased {
             }
         }
         // Paths at the cap: the send queue's backlog waits for them, so it is part of their
-        // queue (a packet at the back of it would be delivered that much later).
-        let capped_bps: u64 = candidates(paths)
-            .filter(|(_, p)| capped(p))
-            .map(|(_, p)| p.capacity_bps())
-            .sum();
+        // queue (a packet at the back of it would be delivered that much later). The
+        // candidates' capacity at the cap and their smallest known delay, in one pass (this
+        // runs on every poll while a packet is held).
+        let any_usable = paths.iter().any(Path::is_usable);
+        let candidate = |p: &Path| !any_usable || p.is_usable();
+        let mut capped_bps: u64 = 0;
+        let mut min_known: Option<i64> = None;
+        for p in paths.iter().filter(|p| candidate(p)) {
+            if capped(p) {
+                capped_bps += p.capacity_bps();
+            }
+            if let Some(d) = p.delay_skew_us() {
+                min_known = Some(min_known.map_or(d, |m| m.min(d)));
+            }
+        }
         let bits = (packet.backlog as u64).saturating_mul(packet.wire_bytes as u64 * 8);
         let backlog = Duration::from_secs_f64(bits as f64 / capped_bps.max(1) as f64);
         let backlog_us = i64::try_from(backlog.as_micros()).unwrap_or(i64::MAX / 4);
-        let pick = predictions(now, packet.wire_bytes, paths)
-            .map(|(i, t)| (i, if capped(&paths[i]) { t + backlog_us } else { t }))
-            .min_by_key(|&(i, t)| (t, paths[i].id()))
-            .map_or(0, |(i, _)| i);
+        // As `predictions`, with the backlog added at the cap; the earliest, ties to the
+        // lower id (the first such).
+        let mut best: Option<(i64, PathId, usize)> = None;
+        for (i, p) in paths.iter().enumerate().filter(|(_, p)| candidate(p)) {
+            let queue = p.queue_delay(now);
+            let q = queue + p.transmission_time(packet.wire_bytes);
+            let q = i64::try_from(q.as_micros()).unwrap_or(i64::MAX / 2);
+            let t = q + p.delay_skew_us().unwrap_or(min_known.unwrap_or(0));
+            let t = if queue >= QUEUE_CAP { t + backlog_us } else { t };
+            if best.is_none_or(|(bt, id, _)| (t, p.id()) < (bt, id)) {
+                best = Some((t, p.id(), i));
+            }
+        }
+        let pick = best.map_or(0, |(_, _, i)| i);
         if capped(&paths[pick]) {
             self.backlog_full = backlog >= HOLD_MAX;
             let wait = paths[pick].queue_delay(now) - QUEUE_CAP;
