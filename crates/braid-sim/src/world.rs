@@ -98,6 +98,28 @@ struct Engines {
     server: Session,
     tx_buf: Vec<u8>,
     deliver_buf: Vec<u8>,
+    /// Buffers of datagrams the engines consumed, for the next ones they send (a
+    /// datagram's bytes are otherwise allocated per packet).
+    spare: Vec<Vec<u8>>,
+}
+
+/// Most buffers kept in [`Engines::spare`].
+const MAX_SPARE: usize = 256;
+
+impl Engines {
+    /// The first `len` bytes of the transmit buffer, in a recycled buffer.
+    fn datagram(&mut self, len: usize) -> Vec<u8> {
+        let mut d = self.spare.pop().unwrap_or_default();
+        d.clear();
+        d.extend_from_slice(&self.tx_buf[..len]);
+        d
+    }
+
+    fn recycle(&mut self, d: Vec<u8>) {
+        if self.spare.len() < MAX_SPARE {
+            self.spare.push(d);
+        }
+    }
 }
 
 /// Runs a scenario to its end. `progress`, when given, is called with the fraction of the
@@ -259,6 +281,7 @@ impl World {
                         server,
                         tx_buf,
                         deliver_buf: Vec::with_capacity(2048),
+                        spare: Vec::new(),
                     }),
                     0,
                     system,
@@ -327,14 +350,20 @@ impl World {
                 moved = true;
                 match &mut self.engines {
                     // A refused packet (queue full, too large) is counted by the engine.
-                    Some(e) => drop(e.gateway.send(now, &p)),
+                    Some(e) => {
+                        let _ = e.gateway.send(now, &p);
+                        self.client.recycle(p);
+                    }
                     None => self.paths[self.direct].up.send(now, p),
                 }
             }
             while let Some(p) = self.internet.poll_transmit(now) {
                 moved = true;
                 match &mut self.engines {
-                    Some(e) => drop(e.server.send(now, &p)),
+                    Some(e) => {
+                        let _ = e.server.send(now, &p);
+                        self.internet.recycle(p);
+                    }
                     None => self.paths[self.direct].down.send(now, p),
                 }
             }
@@ -343,14 +372,14 @@ impl World {
                 while let Some(t) = e.gateway.poll_transmit(now, &mut e.tx_buf) {
                     moved = true;
                     if let Some(path) = self.paths.get_mut(usize::from(t.path)) {
-                        let d = e.tx_buf[..t.len].to_vec();
+                        let d = e.datagram(t.len);
                         path.up.send_sized(now, d, t.len + overhead);
                     }
                 }
                 while let Some(t) = e.server.poll_transmit(now, &mut e.tx_buf) {
                     moved = true;
                     if let Some(path) = self.paths.get_mut(usize::from(t.path)) {
-                        let d = e.tx_buf[..t.len].to_vec();
+                        let d = e.datagram(t.len);
                         path.down.send_sized(now, d, t.len + overhead);
                     }
                 }
@@ -362,17 +391,29 @@ impl World {
                 while let Some((p, corrupted)) = path.up.poll_deliver_checked(now) {
                     moved = true;
                     match &mut self.engines {
-                        Some(_) if corrupted => path.checksum_drops.0 += 1,
+                        Some(e) if corrupted => {
+                            path.checksum_drops.0 += 1;
+                            e.recycle(p);
+                        }
                         // Malformed datagrams are counted by the engine.
-                        Some(e) => drop(e.server.handle_datagram(now, path_id(i), &p)),
+                        Some(e) => {
+                            drop(e.server.handle_datagram(now, path_id(i), &p));
+                            e.recycle(p);
+                        }
                         None => self.internet.receive(now, p),
                     }
                 }
                 while let Some((p, corrupted)) = path.down.poll_deliver_checked(now) {
                     moved = true;
                     match &mut self.engines {
-                        Some(_) if corrupted => path.checksum_drops.1 += 1,
-                        Some(e) => drop(e.gateway.handle_datagram(now, path_id(i), &p)),
+                        Some(e) if corrupted => {
+                            path.checksum_drops.1 += 1;
+                            e.recycle(p);
+                        }
+                        Some(e) => {
+                            drop(e.gateway.handle_datagram(now, path_id(i), &p));
+                            e.recycle(p);
+                        }
                         None => self.client.receive(now, p),
                     }
                 }
@@ -381,11 +422,13 @@ impl World {
             if let Some(e) = &mut self.engines {
                 while e.gateway.poll_deliver(&mut e.deliver_buf) {
                     moved = true;
-                    self.client.receive(now, e.deliver_buf.clone());
+                    let p = self.client.buffer_with(&e.deliver_buf);
+                    self.client.receive(now, p);
                 }
                 while e.server.poll_deliver(&mut e.deliver_buf) {
                     moved = true;
-                    self.internet.receive(now, e.deliver_buf.clone());
+                    let p = self.internet.buffer_with(&e.deliver_buf);
+                    self.internet.receive(now, p);
                 }
                 while e.gateway.poll_event().is_some() {}
                 while e.server.poll_event().is_some() {}
