@@ -9,12 +9,19 @@
 /// end: 2^16 ≡ 1 modulo 2^16 − 1, and a byte-swapped sum is the sum of the byte-swapped
 /// words (RFC 1071 §2(B)).
 pub fn sum(data: &[u8], acc: u64) -> u64 {
+    let word = |w: &[u8]| match *w {
+        [a, b, c, d, e, f, g, h] => u128::from(u64::from_le_bytes([a, b, c, d, e, f, g, h])),
+        _ => 0,
+    };
     let mut wide: u128 = 0;
-    let mut words = data.chunks_exact(8);
+    // Four words per turn: the loop's own instructions weigh less.
+    let mut blocks = data.chunks_exact(32);
+    for b in &mut blocks {
+        wide += word(&b[..8]) + word(&b[8..16]) + word(&b[16..24]) + word(&b[24..]);
+    }
+    let mut words = blocks.remainder().chunks_exact(8);
     for w in &mut words {
-        if let &[a, b, c, d, e, f, g, h] = w {
-            wide += u128::from(u64::from_le_bytes([a, b, c, d, e, f, g, h]));
-        }
+        wide += word(w);
     }
     let rest = words.remainder();
     let mut tail = [0u8; 8];
