@@ -71,7 +71,13 @@ mod tests {
         for len in 0..300 {
             for fill in [None, Some(0u8), Some(0xff)] {
                 let data: Vec<u8> = (0..len).map(|_| fill.unwrap_or_else(&mut byte)).collect();
-                for acc in [0, 1, 0xfffe, 0xffff, u32::from(byte()) << 8 | u32::from(byte())] {
+                for acc in [
+                    0,
+                    1,
+                    0xfffe,
+                    0xffff,
+                    u32::from(byte()) << 8 | u32::from(byte()),
+                ] {
                     assert_eq!(
                         fold(sum(&data, u64::from(acc))),
                         reference(&data, acc),

@@ -176,7 +176,11 @@ impl Scheduler for DelayBased {
             let q = queue + p.transmission_time(packet.wire_bytes);
             let q = i64::try_from(q.as_micros()).unwrap_or(i64::MAX / 2);
             let t = q + p.delay_skew_us().unwrap_or(min_known.unwrap_or(0));
-            let t = if queue >= QUEUE_CAP { t + backlog_us } else { t };
+            let t = if queue >= QUEUE_CAP {
+                t + backlog_us
+            } else {
+                t
+            };
             if best.is_none_or(|(bt, id, _)| (t, p.id()) < (bt, id)) {
                 best = Some((t, p.id(), i));
             }
