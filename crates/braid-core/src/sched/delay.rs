@@ -52,7 +52,7 @@
 
 use std::time::Duration;
 
-use super::{candidates, Choice, PacketMeta, Scheduler};
+use super::{Choice, PacketMeta, Scheduler};
 use crate::path::Path;
 use crate::{Instant, PathId};
 
@@ -71,24 +71,6 @@ pub struct DelayBased {
     retry_at: Option<Instant>,
     /// The send queue takes [`HOLD_MAX`] or more to drain.
     backlog_full: bool,
-}
-
-/// The predicted delivery of a datagram of `wire_bytes` on each candidate, with unknown
-/// delays replaced by the smallest known one. Yields (position, µs).
-pub(crate) fn predictions(
-    now: Instant,
-    wire_bytes: usize,
-    paths: &[Path],
-) -> impl Iterator<Item = (usize, i64)> + '_ {
-    let min_known = candidates(paths)
-        .filter_map(|(_, p)| p.delay_skew_us())
-        .min()
-        .unwrap_or(0);
-    candidates(paths).map(move |(i, p)| {
-        let q = p.queue_delay(now) + p.transmission_time(wire_bytes);
-        let q = i64::try_from(q.as_micros()).unwrap_or(i64::MAX / 2);
-        (i, q + p.delay_skew_us().unwrap_or(min_known))
-    })
 }
 
 /// Whether the loss guard has set aside a live path of shorter delay than every path left
@@ -168,8 +150,9 @@ impl Scheduler for DelayBased {
         let bits = (packet.backlog as u64).saturating_mul(packet.wire_bytes as u64 * 8);
         let backlog = Duration::from_secs_f64(bits as f64 / capped_bps.max(1) as f64);
         let backlog_us = i64::try_from(backlog.as_micros()).unwrap_or(i64::MAX / 4);
-        // As `predictions`, with the backlog added at the cap; the earliest, ties to the
-        // lower id (the first such).
+        // Each candidate's predicted delivery, `size / capacity + queue + (d + δ)` (an
+        // unknown delay taken as the smallest known one), with the backlog added at the
+        // cap; the earliest, ties to the lower id.
         let mut best: Option<(i64, PathId, usize)> = None;
         for (i, p) in paths.iter().enumerate().filter(|(_, p)| candidate(p)) {
             let queue = p.queue_delay(now);
