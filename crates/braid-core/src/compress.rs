@@ -78,6 +78,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
+use crate::checksum::{fold, sum};
 use crate::flow::parse::{FlowKey, PacketInfo, TcpInfo, PROTO_TCP};
 
 /// Contexts per direction: the context id is one byte.
@@ -143,34 +144,6 @@ fn be16(b: &[u8], at: usize) -> u16 {
 
 fn be32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-/// One's-complement sum of `data` (RFC 1071), added to `acc`, not folded. Eight bytes at a
-/// time: a 32-bit big-endian word is congruent to the sum of its two 16-bit halves modulo
-/// 0xffff, which is all the folded sum keeps.
-fn sum(data: &[u8], mut acc: u64) -> u64 {
-    let mut words = data.chunks_exact(8);
-    for w in &mut words {
-        if let &[a, b, c, d, e, f, g, h] = w {
-            acc += u64::from(u32::from_be_bytes([a, b, c, d]))
-                + u64::from(u32::from_be_bytes([e, f, g, h]));
-        }
-    }
-    let mut pairs = words.remainder().chunks_exact(2);
-    for c in &mut pairs {
-        acc += u64::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [last] = pairs.remainder() {
-        acc += u64::from(*last) << 8;
-    }
-    acc
-}
-
-fn fold(mut acc: u64) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
 }
 
 /// The IPv4 header checksum of `ip` (20 bytes) with its checksum field taken as zero.

@@ -14,8 +14,10 @@
 //! - [`flow`]: inner flows: 5-tuples, the bounded flow table, inner TCP retransmissions.
 //! - [`class`]: traffic classes, each with its own scheduler.
 //! - [`compress`]: inner IPv4/TCP header compression between the two ends.
+//! - [`checksum`]: the Internet checksum (RFC 1071) of inner headers.
 //! - [`session`]: the engine that ties them together.
 
+pub mod checksum;
 pub mod class;
 pub mod compress;
 pub mod config;

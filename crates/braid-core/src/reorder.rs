@@ -418,12 +418,11 @@ impl Resequencer {
         &self,
         expected: impl Fn(u32) -> Option<Instant>,
     ) -> Option<Instant> {
-        let t = self.current_timeout();
         let base = self
             .waiting
             .iter()
             .find(|&&(_, seq)| self.is_waiting(seq))
-            .map(|&(at, _)| at + t)?;
+            .map(|&(at, _)| at + self.current_timeout())?;
         Some(match expected(self.next) {
             Some(d) if d > base => d,
             _ => base,
@@ -467,13 +466,15 @@ impl Resequencer {
         expected: impl Fn(u32) -> Option<Instant>,
     ) {
         self.last_now = self.last_now.max(now);
-        let timeout = self.hole_timeout.current(now);
+        // As it is on entry, worked out only once a packet waits (it takes an `exp`).
+        let hole_timeout = self.hole_timeout;
+        let mut timeout = None;
         while let Some(&(at, seq)) = self.waiting.front() {
             if !self.is_waiting(seq) {
                 self.waiting.pop_front();
                 continue;
             }
-            if at + timeout > now {
+            if at + *timeout.get_or_insert_with(|| hole_timeout.current(now)) > now {
                 break;
             }
             if let Some(hole) = self.first_repairing_hole(seq, now, &expected) {

@@ -748,8 +748,11 @@ impl Session {
             consider(Some(self.heartbeat_due(p)));
         }
         for i in 0..self.paths.len() {
-            let timeout = self.silence_timeout(i);
-            consider(self.paths[i].liveness_deadline(self.created, timeout));
+            // Only a live path has a deadline (and its timeout scans the other paths).
+            if self.paths[i].rx_live() {
+                let timeout = self.silence_timeout(i);
+                consider(self.paths[i].liveness_deadline(self.created, timeout));
+            }
         }
         (next != Instant::MAX).then_some(next)
     }

@@ -98,6 +98,28 @@ struct Engines {
     server: Session,
     tx_buf: Vec<u8>,
     deliver_buf: Vec<u8>,
+    /// Buffers of datagrams the engines consumed, for the next ones they send (a
+    /// datagram's bytes are otherwise allocated per packet).
+    spare: Vec<Vec<u8>>,
+}
+
+/// Most buffers kept in [`Engines::spare`].
+const MAX_SPARE: usize = 256;
+
+impl Engines {
+    /// The first `len` bytes of the transmit buffer, in a recycled buffer.
+    fn datagram(&mut self, len: usize) -> Vec<u8> {
+        let mut d = self.spare.pop().unwrap_or_default();
+        d.clear();
+        d.extend_from_slice(&self.tx_buf[..len]);
+        d
+    }
+
+    fn recycle(&mut self, d: Vec<u8>) {
+        if self.spare.len() < MAX_SPARE {
+            self.spare.push(d);
+        }
+    }
 }
 
 /// Runs a scenario to its end. `progress`, when given, is called with the fraction of the
@@ -151,6 +173,32 @@ struct World {
     direct: usize,
     /// Bytes of UDP and IP headers around each braid datagram on a link.
     overhead: usize,
+}
+
+/// The components' timeouts at one step (see [`World::timeouts`]).
+struct Timeouts {
+    client: Option<Instant>,
+    internet: Option<Instant>,
+    gateway: Option<Instant>,
+    server: Option<Instant>,
+    /// The earliest of the links'.
+    links: Option<Instant>,
+}
+
+impl Timeouts {
+    /// The earliest of them all.
+    fn next(&self) -> Option<Instant> {
+        [
+            self.client,
+            self.internet,
+            self.gateway,
+            self.server,
+            self.links,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
 }
 
 impl World {
@@ -241,6 +289,7 @@ impl World {
                         server,
                         tx_buf,
                         deliver_buf: Vec::with_capacity(2048),
+                        spare: Vec::new(),
                     }),
                     0,
                     system,
@@ -269,7 +318,8 @@ impl World {
         let mut fired_at: Option<Instant> = None;
         loop {
             self.settle();
-            let Some(mut next) = self.next_timeout() else {
+            let due = self.timeouts();
+            let Some(mut next) = due.next() else {
                 break;
             };
             // A component asking again for an instant already handled is visited 1 µs
@@ -283,7 +333,7 @@ impl World {
             self.now = self.now.max(next);
             fired_at = Some(self.now);
             self.events += 1;
-            self.fire_timeouts();
+            self.fire_timeouts(&due);
             if let Some(cb) = progress.as_deref_mut() {
                 let done = self.now.as_micros() as f64 / total;
                 if done >= next_report {
@@ -308,14 +358,20 @@ impl World {
                 moved = true;
                 match &mut self.engines {
                     // A refused packet (queue full, too large) is counted by the engine.
-                    Some(e) => drop(e.gateway.send(now, &p)),
+                    Some(e) => {
+                        let _ = e.gateway.send(now, &p);
+                        self.client.recycle(p);
+                    }
                     None => self.paths[self.direct].up.send(now, p),
                 }
             }
             while let Some(p) = self.internet.poll_transmit(now) {
                 moved = true;
                 match &mut self.engines {
-                    Some(e) => drop(e.server.send(now, &p)),
+                    Some(e) => {
+                        let _ = e.server.send(now, &p);
+                        self.internet.recycle(p);
+                    }
                     None => self.paths[self.direct].down.send(now, p),
                 }
             }
@@ -324,14 +380,14 @@ impl World {
                 while let Some(t) = e.gateway.poll_transmit(now, &mut e.tx_buf) {
                     moved = true;
                     if let Some(path) = self.paths.get_mut(usize::from(t.path)) {
-                        let d = e.tx_buf[..t.len].to_vec();
+                        let d = e.datagram(t.len);
                         path.up.send_sized(now, d, t.len + overhead);
                     }
                 }
                 while let Some(t) = e.server.poll_transmit(now, &mut e.tx_buf) {
                     moved = true;
                     if let Some(path) = self.paths.get_mut(usize::from(t.path)) {
-                        let d = e.tx_buf[..t.len].to_vec();
+                        let d = e.datagram(t.len);
                         path.down.send_sized(now, d, t.len + overhead);
                     }
                 }
@@ -343,17 +399,29 @@ impl World {
                 while let Some((p, corrupted)) = path.up.poll_deliver_checked(now) {
                     moved = true;
                     match &mut self.engines {
-                        Some(_) if corrupted => path.checksum_drops.0 += 1,
+                        Some(e) if corrupted => {
+                            path.checksum_drops.0 += 1;
+                            e.recycle(p);
+                        }
                         // Malformed datagrams are counted by the engine.
-                        Some(e) => drop(e.server.handle_datagram(now, path_id(i), &p)),
+                        Some(e) => {
+                            drop(e.server.handle_datagram(now, path_id(i), &p));
+                            e.recycle(p);
+                        }
                         None => self.internet.receive(now, p),
                     }
                 }
                 while let Some((p, corrupted)) = path.down.poll_deliver_checked(now) {
                     moved = true;
                     match &mut self.engines {
-                        Some(_) if corrupted => path.checksum_drops.1 += 1,
-                        Some(e) => drop(e.gateway.handle_datagram(now, path_id(i), &p)),
+                        Some(e) if corrupted => {
+                            path.checksum_drops.1 += 1;
+                            e.recycle(p);
+                        }
+                        Some(e) => {
+                            drop(e.gateway.handle_datagram(now, path_id(i), &p));
+                            e.recycle(p);
+                        }
                         None => self.client.receive(now, p),
                     }
                 }
@@ -362,11 +430,13 @@ impl World {
             if let Some(e) = &mut self.engines {
                 while e.gateway.poll_deliver(&mut e.deliver_buf) {
                     moved = true;
-                    self.client.receive(now, e.deliver_buf.clone());
+                    let p = self.client.buffer_with(&e.deliver_buf);
+                    self.client.receive(now, p);
                 }
                 while e.server.poll_deliver(&mut e.deliver_buf) {
                     moved = true;
-                    self.internet.receive(now, e.deliver_buf.clone());
+                    let p = self.internet.buffer_with(&e.deliver_buf);
+                    self.internet.receive(now, p);
                 }
                 while e.gateway.poll_event().is_some() {}
                 while e.server.poll_event().is_some() {}
@@ -377,39 +447,39 @@ impl World {
         }
     }
 
-    fn next_timeout(&self) -> Option<Instant> {
-        let mut next: Option<Instant> = None;
-        let mut consider = |t: Option<Instant>| {
-            if let Some(t) = t {
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
+    /// Every component's next timeout, asked once per step: nothing changes between
+    /// choosing the instant and firing what is due at it, and an engine's
+    /// `poll_timeout` scans its timers.
+    fn timeouts(&self) -> Timeouts {
+        let (gateway, server) = match &self.engines {
+            Some(e) => (e.gateway.poll_timeout(), e.server.poll_timeout()),
+            None => (None, None),
         };
-        consider(self.client.poll_timeout());
-        consider(self.internet.poll_timeout());
-        if let Some(e) = &self.engines {
-            consider(e.gateway.poll_timeout());
-            consider(e.server.poll_timeout());
+        Timeouts {
+            client: self.client.poll_timeout(),
+            internet: self.internet.poll_timeout(),
+            gateway,
+            server,
+            links: (self.paths.iter())
+                .flat_map(|p| [p.up.poll_timeout(), p.down.poll_timeout()])
+                .flatten()
+                .min(),
         }
-        for p in &self.paths {
-            consider(p.up.poll_timeout());
-            consider(p.down.poll_timeout());
-        }
-        next
     }
 
-    fn fire_timeouts(&mut self) {
+    fn fire_timeouts(&mut self, due: &Timeouts) {
         let now = self.now;
-        if self.client.poll_timeout().is_some_and(|t| t <= now) {
+        if due.client.is_some_and(|t| t <= now) {
             self.client.handle_timeout(now);
         }
-        if self.internet.poll_timeout().is_some_and(|t| t <= now) {
+        if due.internet.is_some_and(|t| t <= now) {
             self.internet.handle_timeout(now);
         }
         if let Some(e) = &mut self.engines {
-            if e.gateway.poll_timeout().is_some_and(|t| t <= now) {
+            if due.gateway.is_some_and(|t| t <= now) {
                 e.gateway.handle_timeout(now);
             }
-            if e.server.poll_timeout().is_some_and(|t| t <= now) {
+            if due.server.is_some_and(|t| t <= now) {
                 e.server.handle_timeout(now);
             }
         }

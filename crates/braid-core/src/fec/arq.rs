@@ -232,9 +232,10 @@ impl Retransmit {
     /// later; `None` without a path to tell.
     fn all_passed_at(&self, now: Instant, sent_before: u32) -> Option<Instant> {
         let now32 = clock32(now);
+        let silent = self.fallback * SILENT_FALLBACKS;
         self.rx_paths
             .iter()
-            .filter(|p| p.last + self.fallback * SILENT_FALLBACKS > now)
+            .filter(|p| p.last + silent > now)
             .map(|p| {
                 let at = sent_before.wrapping_add(p.latest_offset());
                 let ahead = at.wrapping_sub(now32) as i32;
@@ -248,11 +249,8 @@ impl Retransmit {
     /// delivered data within `fallback`: every data packet below it was passed by its path.
     fn passed_floor(&self, now: Instant) -> Option<u32> {
         let mut floor: Option<u32> = None;
-        for p in self
-            .rx_paths
-            .iter()
-            .filter(|p| p.last + self.fallback * SILENT_FALLBACKS > now)
-        {
+        let silent = self.fallback * SILENT_FALLBACKS;
+        for p in self.rx_paths.iter().filter(|p| p.last + silent > now) {
             floor = Some(match floor {
                 Some(f) if seq_le(f, p.highest) => f,
                 _ => p.highest,
@@ -344,6 +342,10 @@ impl Retransmit {
     /// Builds a nack of every missing packet due at `now`, from the lowest, within the
     /// bitmap's reach; returns its first sequence number and bitmap length.
     fn build_nack(&mut self, now: Instant, rtt: Duration) -> Option<(u32, usize)> {
+        // Nothing due: nothing to give up on or to nack (the common case, checked first).
+        if !self.missing.iter().any(|m| m.due <= now) {
+            return None;
+        }
         let max = self.max_nacks;
         let before = self.missing.len();
         self.missing.retain(|m| m.nacks < max || m.due > now);
@@ -379,10 +381,15 @@ impl LossRecovery for Retransmit {
     }
 
     fn poll_repair(&mut self, now: Instant, paths: &[Path]) -> Option<Repair<'_>> {
-        let path = fastest_path(now, paths)?.id();
-        self.fallback = round_trip(paths).max(self.lag + self.lag / 2);
+        // Which path is fastest matters only once there is something to send.
+        if !paths.iter().any(Path::is_usable) {
+            return None;
+        }
+        let rtt = round_trip(paths);
+        self.fallback = rtt.max(self.lag + self.lag / 2);
         self.confirm_passed(now);
-        if let Some((first, len)) = self.build_nack(now, round_trip(paths)) {
+        if let Some((first, len)) = self.build_nack(now, rtt) {
+            let path = fastest_path(now, paths)?.id();
             self.stats.nacks_sent += 1;
             return Some(Repair {
                 path,
@@ -398,6 +405,7 @@ impl LossRecovery for Retransmit {
                 continue;
             }
             self.stats.retransmissions_sent += 1;
+            let path = fastest_path(now, paths)?.id();
             let payload = self.sent.find(seq)?;
             return Some(Repair {
                 path,
@@ -456,7 +464,9 @@ impl LossRecovery for Retransmit {
     }
 
     fn poll_timeout(&self, now: Instant, paths: &[Path]) -> Option<Instant> {
-        fastest_path(now, paths)?;
+        if !paths.iter().any(Path::is_usable) {
+            return None;
+        }
         self.missing
             .iter()
             .map(|m| m.due)

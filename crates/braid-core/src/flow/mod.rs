@@ -35,6 +35,7 @@
 pub mod parse;
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash};
 use std::time::Duration;
 
 use crate::{Instant, PathId};
@@ -47,6 +48,41 @@ pub const ACTIVE_IDLE: Duration = Duration::from_secs(5);
 /// aHash keyed from the session's `flow_hash_seed` (see the module documentation).
 /// Nothing here depends on iteration order.
 type Hasher = ahash::RandomState;
+
+/// A flow key with its aHash, worked out once per packet: the table's own lookups reuse
+/// it instead of hashing the key again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Hashed {
+    hash: u64,
+    key: FlowKey,
+}
+
+impl Hash for Hashed {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+/// The table's hasher: hands [`Hashed::hash`] through.
+#[derive(Default)]
+struct PassThrough(u64);
+
+impl std::hash::Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used; anything else still hashes.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
 
 /// The four aHash keys from one 64-bit seed (SplitMix64 steps, so that nearby seeds give
 /// unrelated keys).
@@ -176,7 +212,8 @@ pub struct FlowStats {
 /// The flows this end sends.
 #[derive(Debug)]
 pub struct FlowTable {
-    map: HashMap<FlowKey, FlowEntry, Hasher>,
+    map: HashMap<Hashed, FlowEntry, BuildHasherDefault<PassThrough>>,
+    keys: Hasher,
     max_flows: usize,
     idle_timeout: Duration,
     next_sweep: Instant,
@@ -188,7 +225,8 @@ impl FlowTable {
     /// A table of at most `max_flows` flows, whose hash is keyed by `hash_seed`.
     pub fn new(max_flows: usize, idle_timeout: Duration, hash_seed: u64) -> FlowTable {
         FlowTable {
-            map: HashMap::with_hasher(hasher(hash_seed)),
+            map: HashMap::default(),
+            keys: hasher(hash_seed),
             max_flows: max_flows.max(1),
             idle_timeout,
             next_sweep: Instant::ZERO,
@@ -201,6 +239,13 @@ impl FlowTable {
         FlowStats {
             tracked: self.map.len() as u64,
             ..self.stats
+        }
+    }
+
+    fn hashed(&self, key: FlowKey) -> Hashed {
+        Hashed {
+            hash: self.keys.hash_one(key),
+            key,
         }
     }
 
@@ -238,8 +283,9 @@ impl FlowTable {
         if now >= self.next_sweep {
             self.sweep(now);
         }
-        let hash = self.map.hasher().hash_one(info.key);
-        let new = !self.map.contains_key(&info.key);
+        let key = self.hashed(info.key);
+        let hash = key.hash;
+        let new = !self.map.contains_key(&key);
         if new && !self.make_room(now) {
             self.stats.table_full += 1;
             return None;
@@ -250,7 +296,7 @@ impl FlowTable {
         let id = self.next_id;
         let e = self
             .map
-            .entry(info.key)
+            .entry(key)
             .or_insert_with(|| FlowEntry::fresh(id, classify(info), now));
         if new {
             self.next_id += 1;
@@ -293,7 +339,7 @@ impl FlowTable {
     /// `info` starts below data the flow already sent (an inner retransmission). `None`
     /// for a flow not tracked.
     pub fn peek(&self, info: &PacketInfo) -> Option<(u32, bool)> {
-        let e = self.map.get(&info.key)?;
+        let e = self.map.get(&self.hashed(info.key))?;
         let retransmission = info.tcp.is_some_and(|t| {
             t.payload_len > 0
                 && e.snd_max
@@ -304,7 +350,7 @@ impl FlowTable {
 
     /// Pins a flow to a path (a flow-level policy's decision).
     pub fn pin(&mut self, key: &FlowKey, path: PathId) {
-        if let Some(e) = self.map.get_mut(key) {
+        if let Some(e) = self.map.get_mut(&self.hashed(*key)) {
             e.pinned = Some(path);
         }
     }
@@ -328,7 +374,7 @@ impl FlowTable {
         path: PathId,
         hold: Duration,
     ) -> bool {
-        let Some(e) = self.map.get_mut(key) else {
+        let Some(e) = self.map.get_mut(&self.hashed(*key)) else {
             return false;
         };
         let same_path = e.last_path.is_none_or(|p| p == path);
@@ -361,7 +407,7 @@ impl FlowTable {
         path: PathId,
         resent: bool,
     ) {
-        let rev = info.key.reversed();
+        let rev = self.hashed(info.key.reversed());
         if !self.map.contains_key(&rev) {
             if !self.make_room(now) {
                 return;

@@ -100,9 +100,17 @@ impl QueueEstimate {
 /// `PacketSize / PathCapacity`: the time to serialize `wire_bytes` at `capacity_bps`. A zero
 /// capacity counts as one bit per second rather than dividing by zero.
 pub fn transmission_time(wire_bytes: usize, capacity_bps: u64) -> Duration {
-    let bits = wire_bytes as u128 * 8;
-    let us = bits * 1_000_000 / u128::from(capacity_bps.max(1));
-    Duration::from_micros(u64::try_from(us).unwrap_or(u64::MAX))
+    let capacity = capacity_bps.max(1);
+    // In 64 bits whenever the product fits (any datagram): a 128-bit division is a
+    // library call, and this runs for every path on every scheduling decision.
+    let us = match (wire_bytes as u64).checked_mul(8_000_000) {
+        Some(bit_us) => bit_us / capacity,
+        None => {
+            let us = wire_bytes as u128 * 8_000_000 / u128::from(capacity);
+            u64::try_from(us).unwrap_or(u64::MAX)
+        }
+    };
+    Duration::from_micros(us)
 }
 
 #[cfg(test)]
@@ -167,5 +175,16 @@ mod tests {
         );
         assert_eq!(transmission_time(0, 0), Duration::ZERO);
         assert_eq!(transmission_time(1, 0), Duration::from_secs(8));
+        // Past 64 bits, as exact.
+        let huge = usize::try_from(u64::MAX / 1000).unwrap_or(usize::MAX);
+        let want = huge as u128 * 8_000_000 / 3;
+        assert_eq!(
+            transmission_time(huge, 3),
+            Duration::from_micros(u64::try_from(want).unwrap_or(u64::MAX))
+        );
+        assert_eq!(
+            transmission_time(huge, 1 << 40),
+            Duration::from_micros((huge as u128 * 8_000_000 / (1 << 40)) as u64)
+        );
     }
 }

@@ -52,9 +52,9 @@
 
 use std::time::Duration;
 
-use super::{candidates, Choice, PacketMeta, Scheduler};
+use super::{Choice, PacketMeta, Scheduler};
 use crate::path::Path;
-use crate::Instant;
+use crate::{Instant, PathId};
 
 /// Packets of a flow sent redundantly when some path is lossy.
 pub const SHORT_FLOW: u32 = 32;
@@ -71,17 +71,6 @@ pub struct DelayBased {
     retry_at: Option<Instant>,
     /// The send queue takes [`HOLD_MAX`] or more to drain.
     backlog_full: bool,
-}
-
-/// The predicted delivery of a datagram of `wire_bytes` on each candidate, with unknown
-/// delays replaced by the smallest known one. Yields (position, µs).
-pub(crate) fn predictions(
-    now: Instant,
-    wire_bytes: usize,
-    paths: &[Path],
-) -> impl Iterator<Item = (usize, i64)> + '_ {
-    let min_known = min_known_delay(candidates(paths).map(|(_, p)| p));
-    candidates(paths).map(move |(i, p)| (i, predicted_delivery(now, wire_bytes, p, min_known)))
 }
 
 /// The smallest delay estimate among `paths` (µs, relative), 0 when none is known.
@@ -157,27 +146,44 @@ impl Scheduler for DelayBased {
             }
         }
         // Paths at the cap: the send queue's backlog waits for them, so it is part of their
-        // queue (a packet at the back of it would be delivered that much later).
-        let capped_bps: u64 = candidates(paths)
-            .filter(|(_, p)| capped(p))
-            .map(|(_, p)| p.capacity_bps())
-            .sum();
+        // queue (a packet at the back of it would be delivered that much later). The
+        // candidates' capacity at the cap and their smallest known delay, in one pass (this
+        // runs on every poll while a packet is held).
+        let any_usable = paths.iter().any(Path::is_usable);
+        let candidate = |p: &Path| !any_usable || p.is_usable();
+        let mut capped_bps: u64 = 0;
+        let mut min_known: Option<i64> = None;
+        for p in paths.iter().filter(|p| candidate(p)) {
+            if capped(p) {
+                capped_bps += p.capacity_bps();
+            }
+            if let Some(d) = p.delay_skew_us() {
+                min_known = Some(min_known.map_or(d, |m| m.min(d)));
+            }
+        }
         let bits = (packet.backlog as u64).saturating_mul(packet.wire_bytes as u64 * 8);
         let backlog = Duration::from_secs_f64(bits as f64 / capped_bps.max(1) as f64);
         let backlog_us = i64::try_from(backlog.as_micros()).unwrap_or(i64::MAX / 4);
-        // A path of unknown capacity whose start window is full takes nothing while another
-        // can: its stand-in capacity would make it look first.
-        let pick = predictions(now, packet.wire_bytes, paths)
-            .map(|(i, t)| {
-                let p = &paths[i];
-                match (capped(p), p.start_window_full()) {
-                    (_, true) => (i, t.saturating_add(i64::MAX / 4)),
-                    (true, false) => (i, t + backlog_us),
-                    (false, false) => (i, t),
-                }
-            })
-            .min_by_key(|&(i, t)| (t, paths[i].id()))
-            .map_or(0, |(i, _)| i);
+        // Each candidate's predicted delivery ([`predicted_delivery`]), with the backlog
+        // added at the cap; a path of unknown capacity whose start window is full takes
+        // nothing while another can (its stand-in capacity would make it look first); the
+        // earliest, ties to the lower id.
+        let min_known = min_known.unwrap_or(0);
+        let mut best: Option<(i64, PathId, usize)> = None;
+        for (i, p) in paths.iter().enumerate().filter(|(_, p)| candidate(p)) {
+            let t = predicted_delivery(now, packet.wire_bytes, p, min_known);
+            let t = if p.start_window_full() {
+                t.saturating_add(i64::MAX / 4)
+            } else if p.queue_delay(now) >= QUEUE_CAP {
+                t + backlog_us
+            } else {
+                t
+            };
+            if best.is_none_or(|(bt, id, _)| (t, p.id()) < (bt, id)) {
+                best = Some((t, p.id(), i));
+            }
+        }
+        let pick = best.map_or(0, |(_, _, i)| i);
         if capped(&paths[pick]) {
             self.backlog_full = backlog >= HOLD_MAX;
             let wait = paths[pick].queue_delay(now).saturating_sub(QUEUE_CAP);

@@ -372,6 +372,20 @@ impl Host {
         let soonest = Instant::from_micros(now.as_micros().saturating_add(1));
         self.next_timeout = next.map(|t| t.max(soonest));
     }
+
+    /// A copy of `bytes` in one of the host's spare buffers (the world hands it packets
+    /// this way, and they return to the pool once consumed).
+    pub(crate) fn buffer_with(&mut self, bytes: &[u8]) -> Packet {
+        let mut p = self.out.buffer();
+        p.clear();
+        p.extend_from_slice(bytes);
+        p
+    }
+
+    /// Takes back a packet the host sent, once the world has consumed it.
+    pub(crate) fn recycle(&mut self, packet: Packet) {
+        self.out.recycle(packet);
+    }
 }
 
 impl Node for Host {

@@ -6,6 +6,7 @@
 //! both big-endian `u64`; the rest is zeros. Source and sink share the simulator's clock,
 //! so one-way delay is exact.
 
+use braid_core::checksum::{fold, sum};
 use braid_core::Instant;
 
 use crate::metrics::{goodput_mbps, Samples, Summary};
@@ -107,7 +108,7 @@ fn build_udp(
     buf[9] = PROTO_UDP;
     buf[12..16].copy_from_slice(&src);
     buf[16..20].copy_from_slice(&dst);
-    let csum = !fold(sum_words(&buf[..IPV4_HEADER], 0));
+    let csum = !fold(sum(&buf[..IPV4_HEADER], 0));
     buf[10..12].copy_from_slice(&csum.to_be_bytes());
     // UDP header and payload.
     let udp = &mut buf[IPV4_HEADER..];
@@ -116,7 +117,7 @@ fn build_udp(
     udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
     udp[8..16].copy_from_slice(&seq.to_be_bytes());
     udp[16..24].copy_from_slice(&now.as_micros().to_be_bytes());
-    let mut csum = !fold(sum_words(udp, pseudo_header(src, dst, udp_len)));
+    let mut csum = !fold(sum(udp, pseudo_header(src, dst, udp_len)));
     if csum == 0 {
         csum = 0xffff;
     }
@@ -141,7 +142,7 @@ pub fn parse_udp(packet: &[u8], local: [u8; 4]) -> Option<UdpDatagram<'_>> {
     }
     let total = usize::from(u16::from_be_bytes([header[2], header[3]]));
     let ip = packet.get(..total)?;
-    if total < ihl + UDP_HEADER || fold(sum_words(ip.get(..ihl)?, 0)) != 0xffff {
+    if total < ihl + UDP_HEADER || fold(sum(ip.get(..ihl)?, 0)) != 0xffff {
         return None;
     }
     // More-fragments flag or a fragment offset: not ours to reassemble.
@@ -158,7 +159,7 @@ pub fn parse_udp(packet: &[u8], local: [u8; 4]) -> Option<UdpDatagram<'_>> {
     let checksum_ok = stored == 0 || {
         let mut src = [0; 4];
         src.copy_from_slice(&header[12..16]);
-        fold(sum_words(udp, pseudo_header(src, local, udp_len))) == 0xffff
+        fold(sum(udp, pseudo_header(src, local, udp_len))) == 0xffff
     };
     Some(UdpDatagram {
         dst_port: u16::from_be_bytes([udp[2], udp[3]]),
@@ -168,34 +169,13 @@ pub fn parse_udp(packet: &[u8], local: [u8; 4]) -> Option<UdpDatagram<'_>> {
 }
 
 /// The ones'-complement sum of the UDP pseudo-header (RFC 768).
-fn pseudo_header(src: [u8; 4], dst: [u8; 4], udp_len: usize) -> u32 {
+fn pseudo_header(src: [u8; 4], dst: [u8; 4], udp_len: usize) -> u64 {
     let mut pseudo = [0u8; 12];
     pseudo[0..4].copy_from_slice(&src);
     pseudo[4..8].copy_from_slice(&dst);
     pseudo[9] = PROTO_UDP;
     pseudo[10..12].copy_from_slice(&(udp_len as u16).to_be_bytes());
-    sum_words(&pseudo, 0)
-}
-
-/// Adds `data` as big-endian 16-bit words (odd tail padded with zero) to `acc`.
-fn sum_words(data: &[u8], mut acc: u32) -> u32 {
-    let mut chunks = data.chunks_exact(2);
-    for w in &mut chunks {
-        acc += u32::from(u16::from_be_bytes([w[0], w[1]]));
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    if let [last] = chunks.remainder() {
-        acc += u32::from(*last) << 8;
-    }
-    acc
-}
-
-/// Folds carries into 16 bits.
-fn fold(mut acc: u32) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
+    sum(&pseudo, 0)
 }
 
 /// How far behind the highest sequence number duplicates are recognized.

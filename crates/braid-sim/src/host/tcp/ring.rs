@@ -14,6 +14,9 @@ pub struct Ring {
     head: usize,
     len: usize,
     capacity: usize,
+    /// Only [`Ring::zero_at`] ever wrote: the storage holds nothing but zeros (a bulk
+    /// sender's buffer), so zeros need not be written again.
+    all_zeros: bool,
 }
 
 impl Ring {
@@ -23,6 +26,7 @@ impl Ring {
             head: 0,
             len: 0,
             capacity,
+            all_zeros: true,
         }
     }
 
@@ -44,6 +48,7 @@ impl Ring {
     /// returns how many bytes were written.
     pub fn write_at(&mut self, offset: usize, data: &[u8]) -> usize {
         let n = self.reserve(offset, data.len());
+        self.all_zeros &= n == 0;
         let mut at = self.index(self.len + offset);
         let mut rest = &data[..n];
         while !rest.is_empty() {
@@ -58,6 +63,9 @@ impl Ring {
     /// Like [`Ring::write_at`] with zeros.
     pub fn zero_at(&mut self, offset: usize, len: usize) -> usize {
         let n = self.reserve(offset, len);
+        if self.all_zeros {
+            return n;
+        }
         let mut at = self.index(self.len + offset);
         let mut rest = n;
         while rest > 0 {
@@ -214,5 +222,20 @@ mod tests {
         let mut out = [0; 5];
         ring.read_at(0, &mut out);
         assert_eq!(&out, b"NOPQR");
+    }
+
+    #[test]
+    fn zeros_overwrite_earlier_data() {
+        let mut ring = Ring::new(4096);
+        assert_eq!(ring.zero_at(0, 1000), 1000);
+        ring.commit(1000);
+        assert_eq!(ring.push(&[7; 2000]), 2000);
+        assert_eq!(ring.consume(3000), 3000);
+        // Wraps over where the 7s were.
+        assert_eq!(ring.zero_at(0, 4000), 4000);
+        ring.commit(4000);
+        let mut out = vec![1; 4000];
+        assert_eq!(ring.read_at(0, &mut out), 4000);
+        assert!(out.iter().all(|&b| b == 0));
     }
 }

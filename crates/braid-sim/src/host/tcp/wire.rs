@@ -11,6 +11,7 @@
 //! - Checksums: the IPv4 header checksum (RFC 791) and the TCP checksum over the
 //!   pseudo-header (RFC 9293 §3.1), both verified on receipt.
 
+use braid_core::checksum::{fold, sum};
 use thiserror::Error;
 
 use super::seq::Seq;
@@ -316,27 +317,6 @@ fn pseudo_header(src: [u8; 4], dst: [u8; 4], tcp_len: usize) -> u64 {
     p[9] = PROTO_TCP;
     p[10..12].copy_from_slice(&(tcp_len as u16).to_be_bytes());
     sum(&p, 0)
-}
-
-/// Adds `data` to a ones'-complement sum, 32 bits at a time: 2^16 ≡ 1 modulo 2^16 − 1,
-/// so summing big-endian 32-bit words and folding equals summing 16-bit words (RFC 1071).
-fn sum(data: &[u8], mut acc: u64) -> u64 {
-    let mut words = data.chunks_exact(4);
-    for w in &mut words {
-        acc += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
-    }
-    let rest = words.remainder();
-    let mut tail = [0u8; 4];
-    tail[..rest.len()].copy_from_slice(rest);
-    acc + u64::from(u32::from_be_bytes(tail))
-}
-
-/// Folds a sum into 16 bits with end-around carry.
-fn fold(mut acc: u64) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
 }
 
 #[cfg(test)]
