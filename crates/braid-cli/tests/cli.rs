@@ -50,7 +50,7 @@ fn sim_prints_a_summary() {
 
 #[test]
 fn a_wrong_scenario_is_one_clear_error() {
-    let dir = std::env::temp_dir().join("braid-cli-test");
+    let dir = std::env::temp_dir().join(format!("braid-cli-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("bad.toml");
     std::fs::write(
