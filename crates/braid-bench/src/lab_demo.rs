@@ -158,7 +158,7 @@ pub fn run(opts: &mut Options<'_>, live: &mut dyn FnMut(&str)) -> Result<BenchRe
     }
     for (name, system) in comparisons {
         let tunnel = match system {
-            System::Braid(_) => Some(BraidTunnel::start_with(&lab, &BraidSettings::defaults())?),
+            System::Braid(_) => Some(BraidTunnel::start_with(&lab, &BraidSettings::default())?),
             _ => None,
         };
         let mut rates = Rates::new(&format!("{name}: web"));

@@ -82,11 +82,6 @@ pub struct BraidSettings {
 }
 
 impl BraidSettings {
-    /// braid as a user runs it: an empty `[engine]` table, every setting the default.
-    pub fn defaults() -> BraidSettings {
-        BraidSettings::default()
-    }
-
     /// `s` without loss recovery.
     pub fn scheduler(s: &str) -> BraidSettings {
         BraidSettings {
@@ -411,21 +406,14 @@ mod tests {
         };
         assert_eq!(s.label(), "delay-based + retransmit");
         assert_eq!(BraidSettings::scheduler("lazy").label(), "lazy");
-        // The defaults: an empty [engine], which parses to the daemon's defaults.
+        // The defaults leave the table empty, which parses to the daemon's defaults.
         let d = BraidSettings::default();
         assert_eq!(d.label(), "defaults");
         let text = d.engine_section(Path::new("/tmp/x"));
+        assert!(text.starts_with("[engine]\n\n[control]"), "{text}");
         let f: File = toml::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
         assert_eq!(f.engine.scheduler, SchedulerKind::default());
         assert_eq!(f.engine.loss_recovery, LossRecoveryKind::default());
         assert_eq!(f.engine.aqm, None);
-        // The defaults leave the table empty, and the daemons' config reads it as the
-        // engine's defaults.
-        let d = BraidSettings::defaults();
-        assert_eq!(d.label(), "defaults");
-        let text = d.engine_section(Path::new("/tmp/x"));
-        assert!(text.starts_with("[engine]\n\n[control]"), "{text}");
-        let f: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
-        assert_eq!(f["engine"].as_table().map(toml::Table::len), Some(0));
     }
 }

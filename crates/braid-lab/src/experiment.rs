@@ -20,7 +20,7 @@ use crate::apps::iperf::{self, IperfResult, IperfTest};
 use crate::apps::web::{Timeline, WebResult, WebRun};
 use crate::system::System;
 use crate::topology::INTERNET;
-use crate::{Lab, LabError};
+use crate::{Lab, LabError, PathSpec};
 
 /// The HTTP server's port on the internet host.
 pub const HTTP_PORT: u16 = 80;
@@ -209,6 +209,25 @@ pub const RECOVERY_WINDOW_MS: u64 = 300;
 /// How long goodput must stay recovered (every window starting within it).
 pub const RECOVERY_HOLD_MS: u64 = 2000;
 
+/// Blackholes path `k` of `paths` both ways from `start_s` for `duration_s`.
+fn blackhole(
+    paths: &mut [PathSpec],
+    k: usize,
+    start_s: f64,
+    duration_s: f64,
+) -> Result<(), LabError> {
+    let window = BlackoutConfig {
+        start_s,
+        duration_s,
+    };
+    let p = paths
+        .get_mut(k)
+        .ok_or_else(|| LabError::Config(format!("no path {k} to blackhole")))?;
+    p.up.blackouts.push(window.clone());
+    p.down.blackouts.push(window);
+    Ok(())
+}
+
 /// Runs a bulk download (HTTP, unbounded) and the web workload `web` through `system`;
 /// path `fail` is blackholed both ways from `fail_at_s` to the end of the run.
 /// `surviving_mbps` is the TCP capacity left, which recovery is judged against. Goodput
@@ -229,15 +248,7 @@ pub fn failover(
     seed: u64,
 ) -> Result<Failover, LabError> {
     let mut paths = lab.paths().to_vec();
-    let window = BlackoutConfig {
-        start_s: fail_at_s,
-        duration_s: duration_s + 3600.0,
-    };
-    let p = paths
-        .get_mut(fail)
-        .ok_or_else(|| LabError::Config(format!("no path {fail} to fail")))?;
-    p.up.blackouts.push(window.clone());
-    p.down.blackouts.push(window);
+    blackhole(&mut paths, fail, fail_at_s, duration_s + 3600.0)?;
     let epoch = lab.reset_links(&paths)?;
     let _server = http_server(lab)?;
     let clock = lab.clock();
@@ -408,15 +419,7 @@ pub fn cut_under_video(
             }
         }
     }
-    let window = BlackoutConfig {
-        start_s: cut_at_s,
-        duration_s: cut_s,
-    };
-    let p = paths
-        .get_mut(path)
-        .ok_or_else(|| LabError::Config(format!("no path {path} to cut")))?;
-    p.up.blackouts.push(window.clone());
-    p.down.blackouts.push(window);
+    blackhole(&mut paths, path, cut_at_s, cut_s)?;
     let epoch = lab.reset_links(&paths)?;
     let _server = http_server(lab)?;
     let clock = lab.clock();

@@ -229,6 +229,12 @@ impl CapacityEstimator {
         let rate =
             u64::try_from(u128::from(iv.busy_bytes) * 8 * 1_000_000 / u128::from(iv.busy_us))
                 .unwrap_or(u64::MAX);
+        if !self.known {
+            // The first measurement of an unknown capacity stands alone.
+            self.known = true;
+            self.estimate_bps = rate.max(1);
+            return Some(self.estimate_bps);
+        }
         let dir = match rate.cmp(&self.estimate_bps) {
             std::cmp::Ordering::Greater => Direction::Above,
             std::cmp::Ordering::Less => Direction::Below,
@@ -243,13 +249,6 @@ impl CapacityEstimator {
         };
         rates[*n] = rate;
         *n += 1;
-        if !self.known {
-            // The first measurement of an unknown capacity stands alone.
-            self.run = None;
-            self.known = true;
-            self.estimate_bps = rate.max(1);
-            return Some(self.estimate_bps);
-        }
         if *n < RUN {
             return None;
         }
