@@ -370,3 +370,49 @@ fn gzip_output_is_read_back_transparently() {
     assert_eq!(back.opportunities_ms, c.opportunities_ms);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every converted trace shipped in traces/ (gzip-compressed) loads through the reader the
+/// simulator and the lab use, with the length and period traces/README.md states.
+#[test]
+fn shipped_traces_load() {
+    let shipped: [(&str, usize, u64); 31] = [
+        ("5g-driving-sprint.down.gz", 264888, 120000),
+        ("5g-driving-tmobile.down.gz", 97055, 120000),
+        ("5g-driving-verizon.down.gz", 274892, 120000),
+        ("ATT-LTE-driving.down.gz", 116060, 180000),
+        ("TMobile-LTE-driving.down.gz", 184617, 180000),
+        ("TMobile-LTE-short.down.gz", 194846, 139986),
+        ("Verizon-LTE-short.down.gz", 58655, 140000),
+        ("ghent-car.down.gz", 589228, 180000),
+        ("ghent-foot.down.gz", 618575, 180000),
+        ("mpw-13_1-cellular.down.gz", 81271, 100000),
+        ("mpw-13_1-wifi.down.gz", 175441, 100000),
+        ("mpw-21_1-cellular.down.gz", 380288, 100000),
+        ("mpw-21_1-wifi.down.gz", 280667, 100000),
+        ("mpw-7_1-cellular.down.gz", 395295, 100000),
+        ("mpw-7_1-wifi.down.gz", 253776, 100000),
+        ("mpw-8_1-cellular.down.gz", 375344, 100000),
+        ("mpw-8_1-wifi.down.gz", 265676, 100000),
+        ("norway-bus.down.gz", 24278, 180000),
+        ("norway-car.down.gz", 21396, 180000),
+        ("norway-ferry.down.gz", 26895, 180000),
+        ("norway-metro.down.gz", 21989, 180000),
+        ("norway-train.down.gz", 24867, 180000),
+        ("norway-tram.down.gz", 17541, 180000),
+        ("nyc-3g-subway.down.gz", 65401, 180000),
+        ("nyc-4g-subway.down.gz", 107056, 180000),
+        ("nyc-taxi.down.gz", 243157, 170818),
+        ("nyc-timessquare.down.gz", 174600, 180000),
+        ("nyu-bus.down.gz", 108886, 180000),
+        ("nyu-subway.down.gz", 137899, 180000),
+        ("ucc-5g-driving.down.gz", 156777, 180000),
+        ("ucc-5g-static.down.gz", 1377956, 180000),
+    ];
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../traces"));
+    let mut cache = TraceCache::new();
+    for (name, opportunities, period_ms) in shipped {
+        let t = cache.load(&dir.join(name)).unwrap();
+        assert_eq!(t.opportunities_ms().len(), opportunities, "{name}");
+        assert_eq!(t.period_ms(), period_ms, "{name}");
+    }
+}
