@@ -8,11 +8,14 @@ use braid_sim::link::convert::{self, Format, Options};
 
 #[derive(clap::Subcommand)]
 pub enum Command {
-    /// Convert a throughput log (mahimahi, Norway/Ghent 6-column, NYU-METS, UCC 5G,
-    /// 5Gophers, multipath-wireless) into a mahimahi trace: one millisecond timestamp per
-    /// 1500-byte delivery opportunity, each sample's bytes spread evenly over its interval,
-    /// the rounding carried over so the mean rate is kept. A mahimahi input with no options
-    /// comes out unchanged. Prints the output's duration and mean rate on standard error.
+    /// Convert a recorded throughput log into a mahimahi trace.
+    ///
+    /// Reads mahimahi, Norway/Ghent 6-column logs, NYU-METS, UCC 5G, 5Gophers and
+    /// multipath-wireless files and writes one millisecond timestamp per 1500-byte delivery
+    /// opportunity: each sample's bytes spread evenly over its interval, the rounding
+    /// carried over so the mean rate is kept. A mahimahi input with no options comes out
+    /// unchanged. Prints notes about the input and the output's duration and mean rate on
+    /// standard error. Details: docs/traces.md.
     Convert(ConvertArgs),
 }
 
@@ -24,8 +27,9 @@ pub struct ConvertArgs {
     /// (the simulator and the lab read it transparently).
     #[arg(short, long)]
     output: PathBuf,
-    /// The input's format; `auto` tells it from the content and stops with an error when
-    /// unsure.
+    /// The input's format: auto, mahimahi, six-column (Norway, Ghent), nyu-mets, ucc-5g,
+    /// 5gophers or multipath-wireless; `auto` tells it from the content and stops with an
+    /// error when unsure.
     #[arg(long, default_value = "auto", value_parser = parse_format)]
     format: FormatArg,
     /// The column holding the rate: for ucc-5g `DL_bitrate` (the default) or `UL_bitrate`;

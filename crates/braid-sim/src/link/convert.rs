@@ -248,6 +248,10 @@ pub fn detect(path: &Path, text: &str) -> Result<Format, ConvertError> {
             continue;
         }
         let Some(f) = classify(line) else {
+            if found.is_some() {
+                // A malformed line after recognised ones: the parser names what is wrong.
+                break;
+            }
             return Err(ConvertError::Line {
                 path: path.to_owned(),
                 line: i + 1,

@@ -295,6 +295,11 @@ fn detection_and_its_errors() {
         e.contains("line 2") && e.contains("line 1 looks like mahimahi"),
         "{e}"
     );
+    // A malformed line after a recognised one is left to the parser, which names it.
+    assert_eq!(
+        detect(Path::new("x"), "1,100\n2,lots\n").unwrap(),
+        Format::MultipathWireless
+    );
     let e = detect(Path::new("x"), "\n\n").unwrap_err().to_string();
     assert!(e.contains("empty"), "{e}");
 }
