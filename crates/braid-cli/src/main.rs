@@ -1,5 +1,5 @@
 //! `braid`: the command-line front end. Subcommands run the daemon (`gateway`, `server`,
-//! `status`), the simulator (`sim`), the named benchmarks (`bench`), the lab (`lab`) and
+//! `status`), the simulator (`sim`), trace conversion (`trace`), the named benchmarks (`bench`), the lab (`lab`) and
 //! the demo (`demo`).
 
 mod daemon;
@@ -8,6 +8,7 @@ mod keys;
 mod lab;
 mod progress;
 mod sim;
+mod trace;
 
 use std::io::Write;
 
@@ -36,6 +37,9 @@ enum Command {
     Demo(demo::Args),
     /// Run a scenario file in the deterministic simulator (format: docs/scenarios.md).
     Sim(sim::Args),
+    /// Work on link trace files (`braid trace convert`: docs/traces.md).
+    #[command(subcommand)]
+    Trace(trace::Command),
     /// Run a named benchmark (see --list), comparing systems side by side in one run.
     Bench(BenchArgs),
     /// The real testbed: network namespaces, emulated links, real TCP, Linux MPTCP beside
@@ -72,6 +76,7 @@ fn main() -> std::process::ExitCode {
         Command::Status(a) => daemon::status(a),
         Command::Demo(a) => demo::run(a),
         Command::Sim(a) => sim::run(a),
+        Command::Trace(c) => trace::run(c),
         Command::Bench(a) => bench(a),
         Command::Lab(a) => lab::run(a),
         Command::Keys(c) => keys::run(c),

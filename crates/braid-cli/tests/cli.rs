@@ -137,3 +137,48 @@ fn a_wrong_daemon_config_is_one_line_and_a_failure() {
         stderr(&o)
     );
 }
+
+#[test]
+fn trace_convert_writes_a_trace_and_explains_itself() {
+    let dir = std::env::temp_dir().join(format!("braid-cli-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("walk.csv");
+    // Two seconds of multipath-wireless: 150000 then 0 bytes per second.
+    std::fs::write(&input, "1,150000\n2,0\n").unwrap();
+    let out = dir.join("walk.down.gz");
+    let (i, o) = (input.to_str().unwrap(), out.to_str().unwrap());
+    let r = braid(&["trace", "convert", i, "-o", o, "--scale", "2"]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert!(
+        stderr(&r).contains("multipath-wireless -> 200 opportunities, 2.0 s"),
+        "{}",
+        stderr(&r)
+    );
+    // The simulator reads the compressed trace back: 200 packets, the period 2 s.
+    let mut cache = braid_sim::TraceCache::new();
+    let t = cache.load(&out).unwrap();
+    assert_eq!(t.opportunities_ms().len(), 200);
+    assert_eq!(t.period_ms(), 2000);
+    // A bad line is one error naming file and line.
+    std::fs::write(&input, "1,150000\n2,lots\n").unwrap();
+    let r = braid(&["trace", "convert", i, "-o", o]);
+    assert!(!r.status.success());
+    let e = stderr(&r);
+    assert!(
+        e.contains("walk.csv`, line 2") && e.contains("not a number"),
+        "{e}"
+    );
+    // --help names every option.
+    let h = stdout(&braid(&["trace", "convert", "--help"]));
+    for opt in [
+        "--format",
+        "--column",
+        "--start",
+        "--duration",
+        "--scale",
+        "--output",
+    ] {
+        assert!(h.contains(opt), "{opt} missing from:\n{h}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -195,3 +195,23 @@ fn spawn(
 }
 
 use socket::PacketSocket;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The emulator reads the gzip-compressed traces of traces/ through the simulator's
+    /// link config, by their `.gz` name or by the name without it.
+    #[test]
+    fn builds_links_from_compressed_traces() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../traces/");
+        let mut traces = TraceCache::new();
+        for name in ["ghent-car.down.gz", "ghent-car.down"] {
+            let cfg = LinkConfig::with_trace(format!("{dir}{name}"));
+            build_link(&cfg, &mut traces, 1, "a", "down").unwrap();
+            // 589228 opportunities of 1500 bytes in 180 s (traces/README.md).
+            let mbps = cfg.mean_rate_bps(&mut traces).unwrap() / 1e6;
+            assert!((mbps - 39.282).abs() < 0.001, "{name}: {mbps}");
+        }
+    }
+}

@@ -25,6 +25,7 @@
 //! [`Link::poll_deliver`] until `None` whenever [`Link::poll_timeout`] has passed.
 
 mod config;
+pub mod convert;
 mod impair;
 mod trace;
 
@@ -46,7 +47,7 @@ pub use config::{
     BlackoutConfig, CorruptionConfig, GilbertElliott, LinkConfig, LinkConfigError, LossConfig,
     RandomBlackoutConfig, DEFAULT_QUEUE_MIN_PACKETS, DEFAULT_QUEUE_MS, MTU_BYTES,
 };
-pub use trace::{Trace, TraceCache};
+pub use trace::{read_trace_text, Trace, TraceCache};
 
 use config::QueueLimit;
 use impair::{Blackouts, Corrupter, LossModel};

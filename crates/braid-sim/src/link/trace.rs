@@ -15,6 +15,7 @@
 //! - the packet leaves at the time of the opportunity that carries its last byte.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -117,6 +118,43 @@ impl Trace {
     }
 }
 
+/// Reads a trace file as text: a name ending in `.gz` is gunzipped, and a missing `NAME`
+/// whose `NAME.gz` exists is read from that (traces/ ships its larger files compressed).
+/// Returns the file actually read with its text.
+pub fn read_trace_text(path: &Path) -> Result<(PathBuf, String), LinkConfigError> {
+    let gz_sibling = {
+        let mut s = path.as_os_str().to_owned();
+        s.push(".gz");
+        PathBuf::from(s)
+    };
+    let file = if !path.exists() && gz_sibling.is_file() {
+        gz_sibling
+    } else {
+        path.to_owned()
+    };
+    let io = |error| LinkConfigError::TraceIo {
+        path: file.clone(),
+        error,
+    };
+    let bytes = std::fs::read(&file).map_err(io)?;
+    let bytes = if file.extension().is_some_and(|e| e == "gz") {
+        let mut out = Vec::new();
+        flate2::read::MultiGzDecoder::new(bytes.as_slice())
+            .read_to_end(&mut out)
+            .map_err(io)?;
+        out
+    } else {
+        bytes
+    };
+    let text = String::from_utf8(bytes).map_err(|e| {
+        io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not UTF-8 text ({e})"),
+        ))
+    })?;
+    Ok((file, text))
+}
+
 /// Loads each trace file once, keyed by its path as given, and shares it between links.
 #[derive(Debug, Default)]
 pub struct TraceCache {
@@ -128,16 +166,13 @@ impl TraceCache {
         Self::default()
     }
 
-    /// The trace at `path`, read and parsed on first use.
+    /// The trace at `path`, read and parsed on first use (gzip-aware: [`read_trace_text`]).
     pub fn load(&mut self, path: &Path) -> Result<Arc<Trace>, LinkConfigError> {
         if let Some(t) = self.traces.get(path) {
             return Ok(Arc::clone(t));
         }
-        let text = std::fs::read_to_string(path).map_err(|error| LinkConfigError::TraceIo {
-            path: path.to_owned(),
-            error,
-        })?;
-        let trace = Arc::new(Trace::parse(path, &text)?);
+        let (file, text) = read_trace_text(path)?;
+        let trace = Arc::new(Trace::parse(&file, &text)?);
         self.traces.insert(path.to_owned(), Arc::clone(&trace));
         Ok(trace)
     }
