@@ -13,10 +13,11 @@
 
 use std::path::Path;
 
+use braid_sim::metrics::Summary;
 use braid_sim::{Report, Scenario, TraceCache};
 use serde_json::{json, Value};
 
-use crate::common::{bulk_mbps, engine_of, f, median_fct_ms, run_all, BRAID_DEFAULTS};
+use crate::common::{bulk_mbps, engine_of, f, run_all, BRAID_DEFAULTS};
 use crate::trace_sets::{self, TraceSet, ISSUE_PAIRS, SETS, UPLINK_KBPS};
 use crate::{Bench, BenchError, BenchReport, Headline, Options, Table};
 
@@ -39,6 +40,9 @@ const WEB_UTILIZATION: f64 = 0.5;
 /// The video: 2 Mbit/s of 1200-byte datagrams.
 const VIDEO_KBPS: f64 = 2000.0;
 const VIDEO_PACKET: usize = 1200;
+/// The video stops this long before the run ends, so that every datagram still missing
+/// then is lost (a dead link delivers nothing after its last).
+const VIDEO_TAIL_S: f64 = 5.0;
 /// issue 18's load scale for `trace-pairs`.
 const PAIRS_WEB_SCALE: f64 = 6.0;
 
@@ -89,6 +93,7 @@ fn scenarios(
     traces: &mut TraceCache,
 ) -> Result<Vec<Scenario>, BenchError> {
     let p = paths(set);
+    let duration_s = duration_s * set.time_share;
     let engines = set
         .links
         .iter()
@@ -103,6 +108,91 @@ fn scenarios(
             Ok(Scenario::parse(&text, &name, dir, traces)?)
         })
         .collect()
+}
+
+/// Runs `scenarios` with the costliest first, so that no long run is left for the end on
+/// one thread; reports come back in the order given. `cost` is per scenario.
+fn run_costliest_first(
+    opts: &mut Options<'_>,
+    label: &str,
+    scenarios: Vec<Scenario>,
+    cost: &[f64],
+) -> Result<Vec<Report>, BenchError> {
+    let mut order: Vec<usize> = (0..scenarios.len()).collect();
+    order.sort_by(|&a, &b| cost[b].total_cmp(&cost[a]));
+    let mut slots: Vec<Option<Scenario>> = scenarios.into_iter().map(Some).collect();
+    let sorted = order.iter().filter_map(|&i| slots[i].take()).collect();
+    let mut out: Vec<Option<Report>> = (0..order.len()).map(|_| None).collect();
+    for (r, &i) in run_all(opts, label, sorted)?.into_iter().zip(&order) {
+        out[i] = Some(r);
+    }
+    out.into_iter()
+        .map(|r| r.ok_or_else(|| BenchError::Other(format!("{label}: a run is missing"))))
+        .collect()
+}
+
+/// The simulator's work for a set's run of `duration_s`, roughly: its links' summed mean
+/// capacity times the simulated time.
+fn cost(set: &TraceSet, dir: &Path, duration_s: f64, traces: &mut TraceCache) -> f64 {
+    let d = duration_s * set.time_share;
+    set.links
+        .iter()
+        .map(|l| trace_sets::window_rate_bps(traces, &dir.join(l.trace), d).unwrap_or(0.0))
+        .sum::<f64>()
+        * d
+}
+
+/// Scenarios to run together, each with its cost.
+struct Batch<'d> {
+    dir: &'d Path,
+    seed: u64,
+    traces: TraceCache,
+    scenarios: Vec<Scenario>,
+    cost: Vec<f64>,
+}
+
+impl<'d> Batch<'d> {
+    fn new(dir: &'d Path, seed: u64) -> Batch<'d> {
+        Batch {
+            dir,
+            seed,
+            traces: TraceCache::new(),
+            scenarios: Vec::new(),
+            cost: Vec::new(),
+        }
+    }
+
+    /// Adds a set's runs of `workload` (see [`scenarios`]); `rate_bps`, when given, is the
+    /// rate the workload offers, which bounds the work better than the links' capacity.
+    fn add(
+        &mut self,
+        set: &TraceSet,
+        label: &str,
+        workload: &str,
+        duration_s: f64,
+        rate_bps: Option<f64>,
+    ) -> Result<(), BenchError> {
+        let runs = scenarios(
+            set,
+            label,
+            workload,
+            duration_s,
+            self.seed,
+            self.dir,
+            &mut self.traces,
+        )?;
+        let c = match rate_bps {
+            Some(r) => r * duration_s * set.time_share,
+            None => cost(set, self.dir, duration_s, &mut self.traces),
+        };
+        self.cost.extend(std::iter::repeat_n(c, runs.len()));
+        self.scenarios.extend(runs);
+        Ok(())
+    }
+
+    fn run(self, opts: &mut Options<'_>, label: &str) -> Result<Vec<Report>, BenchError> {
+        run_costliest_first(opts, label, self.scenarios, &self.cost)
+    }
 }
 
 /// Splits `reports`, in the order [`scenarios`] made them set after set.
@@ -162,8 +252,12 @@ fn links_json(set: &TraceSet, dir: &Path, duration_s: f64, traces: &mut TraceCac
     set.links
         .iter()
         .map(|l| {
-            let mbps = trace_sets::window_rate_bps(traces, &dir.join(l.trace), duration_s)
-                .map_or(f64::NAN, |r| r / 1e6);
+            let mbps = trace_sets::window_rate_bps(
+                traces,
+                &dir.join(l.trace),
+                duration_s * set.time_share,
+            )
+            .map_or(f64::NAN, |r| r / 1e6);
             json!({ "name": l.name, "trace": l.trace, "radio": l.radio, "delay_ms": l.delay_ms,
                     "mean_down_mbps": mbps, "up_kbps": UPLINK_KBPS })
         })
@@ -212,25 +306,83 @@ impl BulkRow {
     }
 }
 
+/// Median flow completion time (ms) over every flow the web workload started or turned
+/// away, those that never finished counted as slower than all that did: a link dead for
+/// most of a run finishes few flows, and those few fast. The quantile of the finished
+/// flows that this is, interpolated linearly between the reported ones; infinite when
+/// fewer than half finished.
+fn median_fct_all_ms(r: &Report) -> f64 {
+    r.workloads
+        .iter()
+        .find_map(|w| w.flows.as_ref())
+        .map_or(f64::NAN, |fl| {
+            censored_median(fl.started + fl.rejected, &fl.fct_ms)
+        })
+}
+
+/// The median of `total` samples of which `finished` summarizes the finite ones, the rest
+/// being larger than all of them.
+fn censored_median(total: u64, finished: &Summary) -> f64 {
+    let (total, done) = (total as f64, finished.count as f64);
+    if done == 0.0 || done < total / 2.0 {
+        return f64::INFINITY;
+    }
+    let q = 0.5 * total / done;
+    let s = finished;
+    let points = [
+        (0.0, s.min),
+        (0.25, s.p25),
+        (0.5, s.median),
+        (0.75, s.p75),
+        (0.95, s.p95),
+        (1.0, s.max),
+    ];
+    points.windows(2).find(|w| q <= w[1].0).map_or(s.max, |w| {
+        let ((q0, v0), (q1, v1)) = (w[0], w[1]);
+        v0 + (v1 - v0) * (q - q0) / (q1 - q0)
+    })
+}
+
+/// `best / system` of two medians, 1 where neither finished half its flows.
+fn fct_ratio(best: f64, system: f64) -> f64 {
+    if best.is_infinite() && system.is_infinite() {
+        1.0
+    } else {
+        best / system
+    }
+}
+
 /// Web figures of one set.
 struct WebRow {
     alone: Vec<f64>,
     systems: Vec<f64>,
     best: f64,
+    best_link: usize,
 }
 
 impl WebRow {
     fn new(runs: &SetRuns<'_>) -> WebRow {
-        let alone: Vec<f64> = runs.alone.iter().map(median_fct_ms).collect();
+        let alone: Vec<f64> = runs.alone.iter().map(median_fct_all_ms).collect();
+        let best_link = (0..alone.len())
+            .min_by(|&a, &b| alone[a].total_cmp(&alone[b]))
+            .unwrap_or(0);
         WebRow {
-            best: alone.iter().copied().fold(f64::INFINITY, f64::min),
-            systems: runs.systems.iter().map(median_fct_ms).collect(),
+            best: alone.get(best_link).copied().unwrap_or(f64::NAN),
+            best_link,
+            systems: runs.systems.iter().map(median_fct_all_ms).collect(),
             alone,
         }
     }
 
     fn ratio(&self, j: usize) -> f64 {
-        self.best / self.systems[j]
+        fct_ratio(self.best, self.systems[j])
+    }
+
+    /// Bottleneck drops per MB of the best link's run alone.
+    fn best_drops_per_mb(&self, runs: &SetRuns<'_>) -> f64 {
+        runs.alone
+            .get(self.best_link)
+            .map_or(f64::NAN, |r| drops_per_mb([r]))
     }
 
     fn json(&self, runs: &SetRuns<'_>) -> Value {
@@ -239,8 +391,9 @@ impl WebRow {
                 .iter()
                 .find_map(|w| w.flows.as_ref())
                 .map_or(json!(null), |fl| {
-                    json!({ "median_fct_ms": fl.fct_ms.median, "p95_fct_ms": fl.fct_ms.p95,
-                            "started": fl.started, "completed": fl.completed,
+                    json!({ "median_fct_ms": median_fct_all_ms(r),
+                            "median_finished_fct_ms": fl.fct_ms.median, "p95_finished_fct_ms": fl.fct_ms.p95,
+                            "started": fl.started, "rejected": fl.rejected, "completed": fl.completed,
                             "drops_per_mb": drops_per_mb([r]) })
                 })
         };
@@ -255,18 +408,21 @@ impl WebRow {
             }
             sys.insert(s.to_string(), v);
         }
-        json!({ "best_alone_median_fct_ms": self.best,
-                "alone_drops_per_mb": drops_per_mb(&runs.alone), "systems": sys })
+        json!({ "best_alone": runs.set.links[self.best_link].name,
+                "best_alone_median_fct_ms": self.best,
+                "best_alone_drops_per_mb": self.best_drops_per_mb(runs), "systems": sys })
     }
 }
 
-/// A video run's loss (fraction) and p95 one-way delay (ms).
+/// A video run's loss (the share of datagrams sent that never arrived) and p95 one-way
+/// delay (ms) of those that did.
 fn video(r: &Report) -> (f64, f64) {
     r.workloads
         .iter()
         .find_map(|w| w.udp.as_ref())
         .map_or((f64::NAN, f64::NAN), |u| {
-            (u.loss_rate, u.one_way_delay_ms.p95)
+            let lost = 1.0 - u.packets_received as f64 / u.packets_sent.max(1) as f64;
+            (lost, u.one_way_delay_ms.p95)
         })
 }
 
@@ -339,8 +495,9 @@ fn web_scale(
 ) -> Result<f64, BenchError> {
     let mut best: f64 = 0.0;
     for l in set.links {
-        let r = trace_sets::window_rate_bps(traces, &dir.join(l.trace), duration_s)
-            .map_err(|e| BenchError::Other(format!("{}: {e}", set.name)))?;
+        let r =
+            trace_sets::window_rate_bps(traces, &dir.join(l.trace), duration_s * set.time_share)
+                .map_err(|e| BenchError::Other(format!("{}: {e}", set.name)))?;
         best = best.max(r);
     }
     Ok((WEB_UTILIZATION * best / WEB_BPS_PER_SCALE * 10.0)
@@ -371,20 +528,12 @@ impl Bench for TraceBulk {
         let duration = if opts.quick { 60.0 } else { 120.0 };
         let dir = trace_sets::traces_dir();
         check_traces(self.name(), SETS, &dir)?;
-        let mut traces = TraceCache::new();
-        let mut all = Vec::new();
+        let mut batch = Batch::new(&dir, opts.seed);
         for set in SETS {
-            all.extend(scenarios(
-                set,
-                "bulk",
-                &bulk_workload(),
-                duration,
-                opts.seed,
-                &dir,
-                &mut traces,
-            )?);
+            batch.add(set, "bulk", &bulk_workload(), duration, None)?;
         }
-        let reports = run_all(opts, "trace-bulk", all)?;
+        let reports = batch.run(opts, "trace-bulk")?;
+        let mut traces = TraceCache::new();
         let runs = split(SETS, &mut reports.into_iter());
         let mut table = Table::new([
             "set",
@@ -511,36 +660,22 @@ impl Bench for TraceWeb {
         let dir = trace_sets::traces_dir();
         check_traces(self.name(), SETS, &dir)?;
         let mut traces = TraceCache::new();
-        let video_workload = format!(
-            "[[workload]]\nkind = \"udp-cbr\"\nrate_kbps = {VIDEO_KBPS}\npacket_bytes = {VIDEO_PACKET}\n"
-        );
-        let mut all = Vec::new();
+        let mut batch = Batch::new(&dir, opts.seed);
         let mut scales = Vec::new();
         for set in SETS {
             let scale = web_scale(set, &dir, web_s, &mut traces)?;
             scales.push(scale);
-            all.extend(scenarios(
-                set,
-                "web",
-                &web_workload(scale),
-                web_s,
-                opts.seed,
-                &dir,
-                &mut traces,
-            )?);
+            batch.add(set, "web", &web_workload(scale), web_s, None)?;
         }
         for set in SETS {
-            all.extend(scenarios(
-                set,
-                "video",
-                &video_workload,
-                video_s,
-                opts.seed,
-                &dir,
-                &mut traces,
-            )?);
+            let stop = video_s * set.time_share - VIDEO_TAIL_S;
+            let video = format!(
+                "[[workload]]\nkind = \"udp-cbr\"\nrate_kbps = {VIDEO_KBPS}\n\
+                 packet_bytes = {VIDEO_PACKET}\nstop_s = {stop}\n"
+            );
+            batch.add(set, "video", &video, video_s, Some(VIDEO_KBPS * 1e3))?;
         }
-        let reports = run_all(opts, "trace-web", all)?;
+        let reports = batch.run(opts, "trace-web")?;
         let mut it = reports.into_iter();
         let web = split(SETS, &mut it);
         let vid = split(SETS, &mut it);
@@ -553,7 +688,7 @@ impl Bench for TraceWeb {
             "best / braid",
             "min-conn",
             "rr",
-            "drops/MB alone",
+            "drops/MB best alone",
             "braid",
             "video loss % best",
             "braid",
@@ -571,15 +706,19 @@ impl Bench for TraceWeb {
                 ratios[j].push(wr.ratio(j));
                 drops[j + 1].push(drops_per_mb([&w.systems[j]]));
             }
-            drops[0].push(drops_per_mb(&w.alone));
+            drops[0].push(wr.best_drops_per_mb(w));
             // The busy share of the link the load was sized on.
             let rates: Vec<f64> = w
                 .set
                 .links
                 .iter()
                 .map(|l| {
-                    trace_sets::window_rate_bps(&mut traces, &dir.join(l.trace), web_s)
-                        .unwrap_or(f64::NAN)
+                    trace_sets::window_rate_bps(
+                        &mut traces,
+                        &dir.join(l.trace),
+                        web_s * w.set.time_share,
+                    )
+                    .unwrap_or(f64::NAN)
                 })
                 .collect();
             let fastest = (0..rates.len())
@@ -599,7 +738,7 @@ impl Bench for TraceWeb {
                 f(wr.ratio(0), 3),
                 f(wr.ratio(1), 3),
                 f(wr.ratio(2), 3),
-                f(drops_per_mb(&w.alone), 1),
+                f(wr.best_drops_per_mb(w), 1),
                 f(drops_per_mb([&w.systems[0]]), 1),
                 f(vr.best.0 * 100.0, 2),
                 f(vr.systems[0].0 * 100.0, 2),
@@ -626,7 +765,7 @@ impl Bench for TraceWeb {
             );
         }
         summary.insert(
-            "alone".into(),
+            "best alone".into(),
             json!({ "median_drops_per_mb": median(&drops[0]) }),
         );
         Ok(BenchReport {
@@ -655,21 +794,24 @@ impl Bench for TraceWeb {
                     "web: SURGE flows for {web_s} s, seed {}, at the load scale that offers {WEB_UTILIZATION} \
                      of the set's best link's mean capacity over the run ({:.0} kbit/s per unit of scale): \
                      a link so loaded is busy about half the time ('best busy': its downlink's bytes \
-                     over its capacity, alone)",
+                     over its capacity, alone). Median FCT over every flow started, those unfinished \
+                     at the end counted as the slowest (infinite when fewer than half finished)",
                     opts.seed,
                     WEB_BPS_PER_SCALE / 1e3
                 ),
                 format!(
-                    "video: UDP at {VIDEO_KBPS} kbit/s in {VIDEO_PACKET}-byte datagrams for {video_s} s, \
-                     on its own; best = the link alone that loses least. Largest excess loss of braid \
+                    "video: UDP at {VIDEO_KBPS} kbit/s in {VIDEO_PACKET}-byte datagrams for {video_s} s \
+                     less the last {VIDEO_TAIL_S} s, on its own; loss = datagrams sent that never \
+                     arrived, p95 over those that did; best = the link alone that loses least. Largest excess loss of braid \
                      over the best link: {} ({:.2} points)",
                     video_worst.map_or("-", |(_, n)| n),
                     video_worst.map_or(f64::NAN, |(e, _)| e * 100.0)
                 ),
                 format!(
                     "braid with its defaults, capacities learned; each link alone is direct TCP (UDP) \
-                     over it; every uplink a constant {UPLINK_KBPS} kbit/s; drops/MB as in trace-bulk. \
-                     Median drops/MB over sets: alone {:.1}, braid {:.1}, min-conn-path {:.1}, \
+                     over it; every uplink a constant {UPLINK_KBPS} kbit/s; drops/MB as in trace-bulk, \
+                     alone: the best link's run (a slower link alone carries the same load, beyond it). \
+                     Median drops/MB over sets: best alone {:.1}, braid {:.1}, min-conn-path {:.1}, \
                      round-robin {:.1}",
                     median(&drops[0]),
                     median(&drops[1]),
@@ -700,31 +842,15 @@ impl Bench for TracePairs {
         let sets = &SETS[..ISSUE_PAIRS];
         let dir = trace_sets::traces_dir();
         check_traces(self.name(), sets, &dir)?;
+        let mut batch = Batch::new(&dir, opts.seed);
+        for set in sets {
+            batch.add(set, "bulk", &bulk_workload(), bulk_s, None)?;
+        }
+        for set in sets {
+            batch.add(set, "web", &web_workload(PAIRS_WEB_SCALE), web_s, None)?;
+        }
+        let reports = batch.run(opts, "trace-pairs")?;
         let mut traces = TraceCache::new();
-        let mut all = Vec::new();
-        for set in sets {
-            all.extend(scenarios(
-                set,
-                "bulk",
-                &bulk_workload(),
-                bulk_s,
-                opts.seed,
-                &dir,
-                &mut traces,
-            )?);
-        }
-        for set in sets {
-            all.extend(scenarios(
-                set,
-                "web",
-                &web_workload(PAIRS_WEB_SCALE),
-                web_s,
-                opts.seed,
-                &dir,
-                &mut traces,
-            )?);
-        }
-        let reports = run_all(opts, "trace-pairs", all)?;
         let mut it = reports.into_iter();
         let bulk = split(sets, &mut it);
         let web = split(sets, &mut it);
@@ -806,6 +932,22 @@ mod tests {
     }
 
     #[test]
+    fn unfinished_flows_count_as_the_slowest() {
+        let mut samples: Vec<f64> = (1..=100).map(f64::from).collect();
+        let s = Summary::from_samples(&mut samples);
+        // All finished: the plain median.
+        assert_eq!(censored_median(100, &s), s.median);
+        // 125 flows, 100 finished: the 62.5th of the 125 is the finished ones' q = 0.625,
+        // halfway between their median and p75.
+        let want = (s.median + s.p75) / 2.0;
+        assert!((censored_median(125, &s) - want).abs() < 1e-9);
+        // Fewer than half finished.
+        assert!(censored_median(201, &s).is_infinite());
+        assert_eq!(fct_ratio(f64::INFINITY, f64::INFINITY), 1.0);
+        assert_eq!(fct_ratio(100.0, f64::INFINITY), 0.0);
+    }
+
+    #[test]
     fn web_load_is_half_the_best_link() {
         let mut traces = TraceCache::new();
         let dir = Path::new("gen");
@@ -819,6 +961,7 @@ mod tests {
         let set = TraceSet {
             name: "t",
             what: "",
+            time_share: 1.0,
             links: &[
                 trace_sets::TraceLink {
                     name: "a",

@@ -1,7 +1,8 @@
 //! The sets of recorded links that `trace-bulk`, `trace-web` and `trace-pairs` bond: two or
-//! three downlink capacity traces from the repository's `traces/` (mahimahi format;
-//! traces/README.md names each file's source), each with the one-way delay typical of its
-//! radio (LTE 25-35 ms, 3G 40-75 ms, WiFi 5-10 ms, 5G 15-20 ms) and a constant uplink.
+//! three downlink capacity traces from the repository's `traces/` (mahimahi format, the
+//! converted ones gzip-compressed; traces/README.md names each file's source), each with
+//! the one-way delay typical of its radio (LTE 25-35 ms, 3G 40-75 ms, WiFi 5-10 ms, 5G
+//! 15-20 ms) and a constant uplink.
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +32,9 @@ pub struct TraceSet {
     /// What was recorded and how the recorder moved.
     pub what: &'static str,
     pub links: &'static [TraceLink],
+    /// Share of each benchmark's run time this set runs: below 1 where the links' rates
+    /// make the simulator slow (an excerpt from the traces' start).
+    pub time_share: f64,
 }
 
 const fn l(
@@ -56,17 +60,19 @@ pub const SETS: &[TraceSet] = &[
         name: "att+tmobile-lte",
         what: "LTE + LTE, driving (mahimahi)",
         links: &[
-            l("att", "ATT-LTE-driving.down", "LTE", 35.0),
-            l("tmobile", "TMobile-LTE-driving.down", "LTE", 25.0),
+            l("att", "ATT-LTE-driving.down.gz", "LTE", 35.0),
+            l("tmobile", "TMobile-LTE-driving.down.gz", "LTE", 25.0),
         ],
+        time_share: 1.0,
     },
     TraceSet {
         name: "verizon+tmobile-lte-short",
         what: "LTE + LTE, mobility not stated (mahimahi 'short')",
         links: &[
-            l("verizon", "Verizon-LTE-short.down", "LTE", 25.0),
-            l("tmobile", "TMobile-LTE-short.down", "LTE", 30.0),
+            l("verizon", "Verizon-LTE-short.down.gz", "LTE", 25.0),
+            l("tmobile", "TMobile-LTE-short.down.gz", "LTE", 30.0),
         ],
+        time_share: 1.0,
     },
     TraceSet {
         name: "att+verizon-lte-2016",
@@ -75,6 +81,7 @@ pub const SETS: &[TraceSet] = &[
             l("att", "ATT-LTE-driving-2016.down", "LTE", 35.0),
             l("verizon", "Verizon-LTE-driving-60s.down", "LTE", 25.0),
         ],
+        time_share: 1.0,
     },
     TraceSet {
         name: "umts+evdo",
@@ -83,128 +90,147 @@ pub const SETS: &[TraceSet] = &[
             l("umts", "TMobile-UMTS-driving.down", "UMTS", 40.0),
             l("evdo", "Verizon-EVDO-driving.down", "EV-DO", 75.0),
         ],
+        time_share: 1.0,
     },
     TraceSet {
         name: "hsdpa-bus+tram",
         what: "HSDPA + HSDPA, bus and tram, Oslo",
         links: &[
-            l("bus", "norway-bus.down", "HSDPA", 60.0),
-            l("tram", "norway-tram.down", "HSDPA", 50.0),
+            l("bus", "norway-bus.down.gz", "HSDPA", 60.0),
+            l("tram", "norway-tram.down.gz", "HSDPA", 50.0),
         ],
+        time_share: 1.0,
     },
     TraceSet {
         name: "hsdpa-train+car",
         what: "HSDPA + HSDPA, train and car, Oslo",
         links: &[
-            l("train", "norway-train.down", "HSDPA", 55.0),
-            l("car", "norway-car.down", "HSDPA", 45.0),
+            l("train", "norway-train.down.gz", "HSDPA", 55.0),
+            l("car", "norway-car.down.gz", "HSDPA", 45.0),
         ],
+        time_share: 1.0,
     },
     TraceSet {
         name: "hsdpa-metro+ferry+bus",
         what: "three HSDPA links, metro, ferry and bus, Oslo",
         links: &[
-            l("metro", "norway-metro.down", "HSDPA", 70.0),
-            l("ferry", "norway-ferry.down", "HSDPA", 65.0),
-            l("bus", "norway-bus.down", "HSDPA", 60.0),
+            l("metro", "norway-metro.down.gz", "HSDPA", 70.0),
+            l("ferry", "norway-ferry.down.gz", "HSDPA", 65.0),
+            l("bus", "norway-bus.down.gz", "HSDPA", 60.0),
         ],
+        time_share: 1.0,
     },
     TraceSet {
         name: "nyc-subway-3g+4g",
         what: "3G + LTE, New York subway",
         links: &[
-            l("3g", "nyc-3g-subway.down", "3G", 60.0),
-            l("4g", "nyc-4g-subway.down", "LTE", 30.0),
+            l("3g", "nyc-3g-subway.down.gz", "3G", 60.0),
+            l("4g", "nyc-4g-subway.down.gz", "LTE", 30.0),
         ],
+        time_share: 1.0,
     },
     TraceSet {
         name: "nyc-taxi+timessquare",
         what: "LTE + LTE, taxi and walking in Times Square, New York",
         links: &[
-            l("taxi", "nyc-taxi.down", "LTE", 30.0),
-            l("timessquare", "nyc-timessquare.down", "LTE", 25.0),
+            l("taxi", "nyc-taxi.down.gz", "LTE", 30.0),
+            l("timessquare", "nyc-timessquare.down.gz", "LTE", 25.0),
         ],
+        time_share: 1.0,
     },
     TraceSet {
         name: "nyu-bus+subway",
         what: "LTE + LTE, bus B57 and the 7 train, New York (NYU-METS)",
         links: &[
-            l("bus", "nyu-bus.down", "LTE", 30.0),
-            l("subway", "nyu-subway.down", "LTE", 35.0),
+            l("bus", "nyu-bus.down.gz", "LTE", 30.0),
+            l("subway", "nyu-subway.down.gz", "LTE", 35.0),
         ],
+        time_share: 1.0,
     },
     TraceSet {
         name: "ghent-car+foot",
         what: "LTE + LTE, car and walking, Ghent",
         links: &[
-            l("car", "ghent-car.down", "LTE", 30.0),
-            l("foot", "ghent-foot.down", "LTE", 25.0),
+            l("car", "ghent-car.down.gz", "LTE", 30.0),
+            l("foot", "ghent-foot.down.gz", "LTE", 25.0),
         ],
+        time_share: 1.0,
     },
     TraceSet {
         name: "5g-static+lte-walk",
-        what: "5G NSA, still (Cork) + LTE, walking (Times Square)",
+        what: "5G NSA, still (Cork) + LTE, walking (Ghent)",
         links: &[
-            l("5g", "ucc-5g-static.down", "5G", 15.0),
-            l("lte", "nyc-timessquare.down", "LTE", 30.0),
+            l("5g", "ucc-5g-static.down.gz", "5G", 15.0),
+            l("lte", "ghent-foot.down.gz", "LTE", 30.0),
         ],
+        // 130 Mbit/s together: the web runs alone took 10-20 s of 120 simulated.
+        time_share: 0.5,
     },
     TraceSet {
         name: "5g-drive+lte-drive",
         what: "5G NSA + LTE, driving (Cork; mahimahi T-Mobile)",
         links: &[
-            l("5g", "ucc-5g-driving.down", "5G", 20.0),
-            l("lte", "TMobile-LTE-driving.down", "LTE", 30.0),
+            l("5g", "ucc-5g-driving.down.gz", "5G", 20.0),
+            l("lte", "TMobile-LTE-driving.down.gz", "LTE", 30.0),
         ],
+        time_share: 1.0,
     },
     TraceSet {
         name: "5gophers-3-carriers",
-        what: "5G, Verizon + T-Mobile + Sprint recorded at once, driving (rates x0.1)",
+        what: "5G, Verizon + T-Mobile + Sprint recorded at once, driving (5Gophers, rates x0.1)",
         links: &[
-            l("verizon", "5g-driving-verizon.down", "5G", 15.0),
-            l("tmobile", "5g-driving-tmobile.down", "5G", 18.0),
-            l("sprint", "5g-driving-sprint.down", "5G", 20.0),
+            l("verizon", "5g-driving-verizon.down.gz", "5G", 15.0),
+            l("tmobile", "5g-driving-tmobile.down.gz", "5G", 18.0),
+            l("sprint", "5g-driving-sprint.down.gz", "5G", 20.0),
         ],
+        time_share: 1.0,
     },
     TraceSet {
         name: "5g+umts",
         what: "5G (T-Mobile, x0.1) + UMTS, driving",
         links: &[
-            l("5g", "5g-driving-tmobile.down", "5G", 18.0),
+            l("5g", "5g-driving-tmobile.down.gz", "5G", 18.0),
             l("umts", "TMobile-UMTS-driving.down", "UMTS", 45.0),
         ],
+        time_share: 1.0,
     },
     TraceSet {
         name: "mpw-7_1",
         what: "WiFi + cellular recorded together, walking out of WiFi range (multipath-wireless)",
         links: &[
-            l("wifi", "mpw-7_1-wifi.down", "WiFi", 7.0),
-            l("cellular", "mpw-7_1-cellular.down", "LTE", 30.0),
+            l("wifi", "mpw-7_1-wifi.down.gz", "WiFi", 7.0),
+            l("cellular", "mpw-7_1-cellular.down.gz", "LTE", 30.0),
         ],
+        time_share: 1.0,
     },
     TraceSet {
         name: "mpw-8_1",
         what: "WiFi + cellular recorded together, library to outside (multipath-wireless)",
         links: &[
-            l("wifi", "mpw-8_1-wifi.down", "WiFi", 5.0),
-            l("cellular", "mpw-8_1-cellular.down", "LTE", 30.0),
+            l("wifi", "mpw-8_1-wifi.down.gz", "WiFi", 5.0),
+            l("cellular", "mpw-8_1-cellular.down.gz", "LTE", 30.0),
         ],
+        time_share: 1.0,
     },
     TraceSet {
         name: "mpw-13_1",
         what: "WiFi + cellular recorded together, into a basement (multipath-wireless)",
         links: &[
-            l("wifi", "mpw-13_1-wifi.down", "WiFi", 8.0),
-            l("cellular", "mpw-13_1-cellular.down", "LTE", 35.0),
+            l("wifi", "mpw-13_1-wifi.down.gz", "WiFi", 8.0),
+            l("cellular", "mpw-13_1-cellular.down.gz", "LTE", 35.0),
         ],
+        time_share: 1.0,
     },
     TraceSet {
         name: "mpw-21_1",
-        what: "WiFi + cellular recorded together, between two halls (multipath-wireless)",
+        what:
+            "WiFi + cellular recorded together, outdoor bench into a library (multipath-wireless \
+               12_1, shipped as mpw-21_1: every walk of paths 21-23 is under 60 s)",
         links: &[
-            l("wifi", "mpw-21_1-wifi.down", "WiFi", 10.0),
-            l("cellular", "mpw-21_1-cellular.down", "LTE", 30.0),
+            l("wifi", "mpw-21_1-wifi.down.gz", "WiFi", 10.0),
+            l("cellular", "mpw-21_1-cellular.down.gz", "LTE", 30.0),
         ],
+        time_share: 1.0,
     },
     TraceSet {
         name: "bus-lte+lte+umts",
@@ -214,6 +240,7 @@ pub const SETS: &[TraceSet] = &[
             l("verizon", "Verizon-LTE-driving-60s.down", "LTE", 25.0),
             l("umts", "TMobile-UMTS-driving.down", "UMTS", 45.0),
         ],
+        time_share: 1.0,
     },
 ];
 
