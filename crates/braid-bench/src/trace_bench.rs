@@ -874,7 +874,10 @@ impl Bench for TracePairs {
                 .set
                 .links
                 .iter()
-                .map(|l| format!("{} ({})", l.trace.trim_end_matches(".down"), l.delay_ms))
+                .map(|l| {
+                    let name = l.trace.trim_end_matches(".gz").trim_end_matches(".down");
+                    format!("{name} ({})", l.delay_ms)
+                })
                 .collect::<Vec<_>>()
                 .join(" + ");
             table.row([
