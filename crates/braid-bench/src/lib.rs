@@ -31,6 +31,8 @@ mod secure_transport;
 mod sim_speed;
 mod sim_vs_lab;
 pub mod summary;
+mod trace_bench;
+pub mod trace_sets;
 mod tunnel_throughput;
 mod udp_aggregation;
 
