@@ -58,7 +58,7 @@ struct Plan {
 
 impl Plan {
     /// Quick: 20 s downloads, no web flows (about 4 minutes); full: 60 s downloads (the
-    /// scenario files' duration), then 60 s of web arrivals (about 25 minutes).
+    /// scenario files' duration), then 60 s of web arrivals (about 21 minutes).
     fn new(quick: bool) -> Plan {
         if quick {
             Plan {
