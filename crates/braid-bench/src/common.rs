@@ -2,7 +2,7 @@
 //! of them in parallel (each run is deterministic, so threads change nothing but the wall
 //! time), and reading figures out of reports.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use braid_sim::{EnginePair, Report, Scenario, TraceCache};
 
@@ -148,5 +148,16 @@ pub fn f(v: f64, decimals: usize) -> String {
         format!("{v:.decimals$}")
     } else {
         "-".to_owned()
+    }
+}
+
+/// Where embedded scenario files' traces are found: `scenarios/` of the working directory
+/// when run from the repository, else of the repository this was built from.
+pub fn scenario_dir() -> PathBuf {
+    let here = Path::new("scenarios");
+    if here.join("../traces/ATT-LTE-driving-2016.down").exists() {
+        here.to_path_buf()
+    } else {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
     }
 }

@@ -12,8 +12,6 @@
 //! `braid demo` runs it in the lab (crate::lab_demo) where it can, else here in the
 //! simulator (no MPTCP there). Both print the table and headlines built here.
 
-use std::path::Path;
-
 use braid_lab::experiment::STALL_AFTER_S;
 use braid_sim::host::{BulkConfig, UdpCbrConfig, WorkloadConfig};
 use braid_sim::link::BlackoutConfig;
@@ -21,7 +19,7 @@ use braid_sim::scenario::EngineSection;
 use braid_sim::{Scenario, TraceCache};
 use serde_json::json;
 
-use crate::common::f;
+use crate::common::{f, scenario_dir};
 use crate::{BenchError, BenchReport, Headline, Options, Table};
 
 /// The bus scenario, embedded so the demo runs from any directory.
@@ -52,14 +50,7 @@ pub const MPTCP: &str = "Linux MPTCP";
 /// The demo's scenario with its traces found: under `scenarios/` of the working directory
 /// when run from the repository, else of the repository this was built from.
 pub fn demo_scenario(traces: &mut TraceCache) -> Result<Scenario, BenchError> {
-    let here = Path::new("scenarios");
-    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
-    let base = if here.join("../traces/ATT-LTE-driving-2016.down").exists() {
-        here.to_path_buf()
-    } else {
-        built
-    };
-    let mut s = Scenario::parse(DEMO, "scenarios/bus-lte.toml", &base, traces)?;
+    let mut s = Scenario::parse(DEMO, "scenarios/bus-lte.toml", &scenario_dir(), traces)?;
     s.name = "bus-lte".to_owned();
     Ok(s)
 }

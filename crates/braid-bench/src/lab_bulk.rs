@@ -4,14 +4,13 @@
 //! hardest case (four paths).
 
 use braid_lab::accuracy::TCP_PAYLOAD;
-use braid_lab::braid_daemon::{BraidSettings, BraidTunnel};
-use braid_lab::experiment;
+use braid_lab::braid_daemon::BraidSettings;
 use braid_lab::support::Need;
-use braid_lab::{Lab, PathSpec, System};
+use braid_lab::{Lab, PathSpec};
 use serde_json::{json, Value};
 
 use crate::common::f;
-use crate::lab_common::{braid_unavailable, delivery_error, delivery_note, num, path, ready};
+use crate::lab_common::{braid_unavailable, bulk_groups, delivery_note, num, path, ready};
 use crate::{Bench, BenchError, BenchReport, Headline, Options, Table};
 
 pub struct LabBulk;
@@ -58,59 +57,29 @@ fn run_case(
     let capacity: f64 = PATHS[..n].iter().map(|p| p.1).sum::<f64>() * TCP_PAYLOAD / 1500.0;
     let mut lab = Lab::build(&specs, 1)?;
     let mut notes = Vec::new();
-
-    let singles: Vec<System> = (0..n).map(System::Path).collect();
-    let results = experiment::bulk(&mut lab, &singles, duration, omit)?;
+    let settings = braid_settings();
+    let run = bulk_groups(
+        &mut lab,
+        &format!("{n} paths"),
+        duration,
+        omit,
+        braid_why.is_none().then_some(&settings),
+        &mut notes,
+        &mut |_, _| {},
+    )?;
     let mut per_path = serde_json::Map::new();
     let mut best = (String::new(), f64::NAN);
-    for (k, r) in results.iter().enumerate() {
-        let g = match r {
-            Ok(r) => r.goodput_mbps,
-            Err(e) => {
-                notes.push(format!("{n} paths: {} alone failed: {e}", names[k]));
-                f64::NAN
-            }
-        };
-        per_path.insert(names[k].clone(), num(g));
+    for (name, r) in names.iter().zip(&run.alone) {
+        let g = r.goodput_mbps;
+        per_path.insert(name.clone(), num(g));
         if g.is_finite() && (best.1.is_nan() || g > best.1) {
-            best = (names[k].clone(), g);
+            best = (name.clone(), g);
         }
     }
-    let singles_error = delivery_error(&lab);
-
-    let mptcp_system = lab.mptcp();
-    let mptcp = match lab.mptcp_unavailable() {
-        Some(why) => {
-            notes.push(format!("Linux MPTCP unavailable: {why}"));
-            Err(why.to_owned())
-        }
-        None => match experiment::bulk(&mut lab, &[mptcp_system], duration, omit)?.remove(0) {
-            Ok(r) => Ok(r),
-            Err(e) => {
-                notes.push(format!("{n} paths: MPTCP failed: {e}"));
-                Err(e.to_string())
-            }
-        },
-    };
-    let mptcp_error = delivery_error(&lab);
-    let mptcp_goodput = mptcp.as_ref().map_or(f64::NAN, |r| r.goodput_mbps);
-
-    let braid = match braid_why {
-        Some(_) => None,
-        None => {
-            let system = System::Braid(braid_settings().label());
-            let _tunnel = BraidTunnel::start_with(&lab, &braid_settings())?;
-            Some(experiment::bulk(&mut lab, &[system], duration, omit)?.remove(0))
-        }
-    };
-    let braid_goodput = match &braid {
-        Some(Ok(r)) => r.goodput_mbps,
-        Some(Err(e)) => {
-            notes.push(format!("{n} paths: braid failed: {e}"));
-            f64::NAN
-        }
-        None => f64::NAN,
-    };
+    let singles_error = run.error_alone;
+    let mptcp_error = run.error_mptcp;
+    let mptcp_goodput = run.mptcp.goodput_mbps;
+    let braid_goodput = run.braid.goodput_mbps;
     notes.push(delivery_note(
         &format!("{n} paths, MPTCP run"),
         &mptcp_error,
@@ -123,7 +92,7 @@ fn run_case(
         "best_single": { "path": best.0, "goodput_mbps": num(best.1) },
         "mptcp": {
             "goodput_mbps": num(mptcp_goodput),
-            "retransmits": mptcp.as_ref().ok().and_then(|r| r.retransmits),
+            "retransmits": run.mptcp.retransmits,
             "of_capacity": num(mptcp_goodput / capacity),
         },
         "braid": {

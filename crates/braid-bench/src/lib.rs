@@ -17,6 +17,7 @@ mod lab_common;
 pub mod lab_demo;
 mod lab_emulator;
 mod lab_failover;
+mod lab_traces;
 mod never_worse;
 mod osctp_fig9;
 mod pluribus_bus;

@@ -26,6 +26,7 @@ static ALL: &[&dyn Bench] = &[
     &crate::lab_emulator::LabEmulator,
     &crate::lab_bulk::LabBulk,
     &crate::lab_bus::LabBus,
+    &crate::lab_traces::LabTraces,
     &crate::lab_failover::LabFailover,
     &crate::sim_vs_lab::SimVsLab,
     &crate::tunnel_throughput::TunnelThroughput,

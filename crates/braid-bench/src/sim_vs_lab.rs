@@ -5,8 +5,6 @@
 //! defaults. Compared figures: bulk goodput, and web flows' completion-time quartiles.
 //! Headline: the largest relative difference |sim − lab| / lab over them.
 
-use std::path::{Path, PathBuf};
-
 use braid_lab::scenario_run::{self, SystemRun};
 use braid_lab::support::Need;
 use braid_lab::System;
@@ -14,7 +12,7 @@ use braid_sim::host::WorkloadConfig;
 use braid_sim::{Report, Scenario, TraceCache};
 use serde_json::{json, Value};
 
-use crate::common::f;
+use crate::common::{f, scenario_dir};
 use crate::lab_common::{braid_unavailable, num, ready};
 use crate::{Bench, BenchError, BenchReport, Headline, Options, Table};
 
@@ -51,17 +49,6 @@ const WEB_TAIL_S: f64 = 15.0;
 /// 1500 less the tunnel's overhead), so the simulated hosts use the lab's MSS.
 const LAB_MTU: usize = 1500;
 const LAB_TUN_MTU: usize = LAB_MTU - braid_net::config::TUNNEL_OVERHEAD;
-
-/// Where the scenario files' traces are found: `scenarios/` of the working directory when
-/// run from the repository, else of the repository this was built from.
-fn scenario_dir() -> PathBuf {
-    let here = Path::new("scenarios");
-    if here.join("../traces/ATT-LTE-driving-2016.down").exists() {
-        here.to_path_buf()
-    } else {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
-    }
-}
 
 /// Loads `text`, shortened for quick runs.
 fn load(
