@@ -323,7 +323,7 @@ impl Session {
         }
         if let Some(pa) = d.header.path_ack {
             if let Some(i) = self.index[usize::from(pa.path)].map(usize::from) {
-                self.apply_path_ack(now, i, pa.highest_seq, pa.received);
+                self.apply_path_ack(now, i, pa.highest_seq, pa.received, Some(pa.queue_us));
                 self.paths[i].on_queue_report(now, pa.highest_seq, pa.queue_us);
             }
         }
@@ -353,7 +353,7 @@ impl Session {
                     let base = self.delay_base.unwrap_or(0);
                     let out = self.paths[i].on_report(now, &e, e.path == path, base);
                     if e.received != 0 {
-                        self.apply_path_ack(now, i, e.highest_seq, e.received);
+                        self.apply_path_ack(now, i, e.highest_seq, e.received, None);
                     }
                     if let Some(bps) = out.capacity_changed {
                         self.push_event(Event::CapacityChanged { path: e.path, bps });
@@ -450,11 +450,26 @@ impl Session {
         if let Some(t) = self.poll_report(now, buf) {
             return Some(t);
         }
+        // Retransmissions first when windows bound the paths: one fills the hole that holds
+        // everything after it, so it takes the first room an acknowledgement opens. (Coded
+        // packets are opportunistic: they take what room data leaves.)
+        let repair_first = self.queues_capped()
+            && matches!(
+                self.config.loss_recovery,
+                crate::LossRecoveryKind::Retransmit(_)
+            );
+        if repair_first {
+            if let Some(t) = self.poll_repair(now, buf) {
+                return Some(t);
+            }
+        }
         if let Some(t) = self.poll_data(now, buf) {
             return Some(t);
         }
-        if let Some(t) = self.poll_repair(now, buf) {
-            return Some(t);
+        if !repair_first {
+            if let Some(t) = self.poll_repair(now, buf) {
+                return Some(t);
+            }
         }
         if let Some(t) = self.poll_ack(now, buf) {
             return Some(t);
@@ -632,10 +647,10 @@ impl Session {
         let repair = self.recovery.poll_repair(now, &self.paths)?;
         let pi = self.index[usize::from(repair.path)].map(usize::from)?;
         let message = repair.body.message();
-        let kind = if repair.body.is_feedback() {
-            SentKind::Control
-        } else {
-            SentKind::Repair
+        let kind = match repair.body {
+            b if b.is_feedback() => SentKind::Control,
+            crate::fec::RepairBody::Coded(_) => SentKind::Coded,
+            _ => SentKind::Repair,
         };
         // `emit` needs `&mut self` while `message` borrows the recovery's buffers: emit
         // through a split borrow of the fields it touches.
@@ -671,7 +686,7 @@ impl Session {
                 len,
             });
         self.recovery.on_repair_sent(now);
-        if kind == SentKind::Repair {
+        if matches!(kind, SentKind::Repair | SentKind::Coded) {
             self.stats.repair_sent += 1;
         }
         t

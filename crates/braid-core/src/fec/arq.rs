@@ -36,7 +36,9 @@ fn seq_lt(a: u32, b: u32) -> bool {
     a != b && seq_le(a, b)
 }
 use super::xor::BITMAP_REACH;
-use super::{fastest_path, LossRecovery, RecoveredSink, Repair, RepairBody};
+use super::{
+    fastest_path, fastest_path_with_room, LossRecovery, RecoveredSink, Repair, RepairBody,
+};
 use crate::path::Path;
 use crate::stats::LossRecoveryStats;
 use crate::{Instant, NackTrigger, PathId, RetransmitParams};
@@ -399,13 +401,23 @@ impl LossRecovery for Retransmit {
                 }),
             });
         }
-        while let Some(seq) = self.pending.pop_front() {
+        while let Some(&seq) = self.pending.front() {
             if self.sent.find(seq).is_none() {
+                self.pending.pop_front();
                 self.stats.nacked_unavailable += 1;
                 continue;
             }
+            // Under schedulers that cap the bottleneck queues, a retransmission waits for
+            // a path with room in its window like any data packet: sent regardless, a burst
+            // of them overflowed the bottleneck of a path whose rate had just fallen and
+            // made the next losses.
+            let path = if self.queues_capped {
+                fastest_path_with_room(now, paths)?.id()
+            } else {
+                fastest_path(now, paths)?.id()
+            };
+            self.pending.pop_front();
             self.stats.retransmissions_sent += 1;
-            let path = fastest_path(now, paths)?.id();
             let payload = self.sent.find(seq)?;
             return Some(Repair {
                 path,

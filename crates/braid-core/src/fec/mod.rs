@@ -192,5 +192,19 @@ pub(crate) fn fastest_path(now: Instant, paths: &[Path]) -> Option<&Path> {
     })
 }
 
+/// [`fastest_path`] among the paths whose congestion window has room
+/// ([`Path::window_full`]).
+pub(crate) fn fastest_path_with_room(now: Instant, paths: &[Path]) -> Option<&Path> {
+    paths
+        .iter()
+        .filter(|p| p.is_usable() && !p.window_full(now))
+        .min_by_key(|p| {
+            (
+                p.predicted_delivery_us(now, 100).unwrap_or(i64::MAX),
+                p.queue_delay(now),
+            )
+        })
+}
+
 #[cfg(test)]
 mod tests;

@@ -381,7 +381,9 @@ impl<D: Degree> Opportunistic<D> {
         (0..self.window.len()).all(|i| self.window.coverage(i) >= cap)
     }
 
-    /// Whether `p` may carry a coded packet now: usable, queue estimated empty, rested.
+    /// Whether `p` may carry a coded packet now: usable, queue estimated empty, rested. (Not
+    /// its congestion window: coded packets fill what data leaves of the bottleneck, and
+    /// the window does not count them, `Path::in_flight_bytes`.)
     fn open(&self, now: Instant, p: &Path) -> bool {
         p.is_usable() && p.queue_is_empty(now) && self.rest_until[usize::from(p.id())] <= now
     }

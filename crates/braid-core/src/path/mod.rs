@@ -30,7 +30,7 @@ pub mod liveness;
 pub const START_WINDOW_BYTES: u64 = 10 * 1500;
 
 /// Datagrams whose predicted wait is remembered for queue-model corrections.
-pub const SENT_RING: usize = 1024;
+pub const SENT_RING: usize = 4096;
 /// Differences between predicted and observed waits below this are estimation noise.
 pub const QUEUE_TOLERANCE: Duration = Duration::from_millis(2);
 /// Weight per datagram of the sender's long-term loss average (memory of a few hundred
@@ -44,6 +44,7 @@ pub const LONG_LOSS_PRIOR: i32 = 64;
 pub mod loss;
 pub mod queue;
 pub mod rtt;
+pub mod window;
 
 use std::time::Duration;
 
@@ -59,6 +60,7 @@ use liveness::TxLiveness;
 use loss::LossEstimator;
 use queue::{transmission_time, QueueEstimate};
 use rtt::RttEstimator;
+use window::{PathWindow, SendState};
 
 /// One path as the engine sees it. Schedulers and loss recovery read it through the
 /// accessor methods.
@@ -102,9 +104,17 @@ struct TxState {
     /// The model's predicted wait and the send instant of recent datagrams, by path
     /// sequence number modulo [`SENT_RING`], to compare with what the receiver saw, and
     /// the bytes sent on the path up to and including it.
-    sent_ring: Vec<(u32, Instant, Duration, i64, u64)>,
+    sent_ring: Vec<Sent>,
     /// Bytes sent up to and including the newest datagram the peer acknowledged.
     acked_bytes: u64,
+    /// The same two counts for what the congestion window counts (all but opportunistic
+    /// coded packets).
+    window_bytes: u64,
+    acked_window_bytes: u64,
+    /// When that acknowledgement arrived, and when its datagram was sent.
+    acked_at: Option<(Instant, Instant)>,
+    /// The congestion window ([`window`]).
+    window: PathWindow,
     /// Queue model corrections applied.
     queue_corrections: u64,
     /// Changes of `capacity_bps` from reports, and the smallest value it took.
@@ -115,6 +125,39 @@ struct TxState {
     data_packets: u64,
     repair_packets: u64,
     control_packets: u64,
+}
+
+/// A datagram sent on the path, remembered by its path sequence number modulo
+/// [`SENT_RING`].
+#[derive(Clone, Copy, Debug)]
+struct Sent {
+    seq: u32,
+    at: Instant,
+    /// The queue model's predicted wait, and its correction offset then.
+    predicted: Duration,
+    shifted: i64,
+    /// Bytes sent on the path up to and including it, all and those the window counts.
+    bytes: u64,
+    window_bytes: u64,
+    /// For its delivery-rate sample.
+    state: SendState,
+}
+
+impl Sent {
+    const EMPTY: Sent = Sent {
+        seq: u32::MAX,
+        at: Instant::ZERO,
+        predicted: Duration::ZERO,
+        shifted: 0,
+        bytes: 0,
+        window_bytes: 0,
+        state: SendState {
+            delivered: 0,
+            delivered_at: Instant::ZERO,
+            first_sent: Instant::ZERO,
+            window_limited: false,
+        },
+    };
 }
 
 /// What we measure about receiving on the path.
@@ -171,6 +214,10 @@ impl Path {
                 last_tx: None,
                 sent_ring: Vec::new(),
                 acked_bytes: 0,
+                window_bytes: 0,
+                acked_window_bytes: 0,
+                acked_at: None,
+                window: PathWindow::default(),
                 queue_corrections: 0,
                 capacity_changes: 0,
                 capacity_min: tx_capacity,
@@ -218,13 +265,18 @@ impl Path {
     /// `d + δ`, in µs on the sender's clock shifted by the relative `d + δ` (comparable
     /// across paths, see [`liveness`]).
     pub fn predicted_arrival(&self, seq: u32) -> Option<i64> {
-        let &(s, sent, predicted, shifted, _) = self.tx.sent_ring.get(seq as usize % SENT_RING)?;
-        if s != seq {
-            return None;
-        }
-        let since = self.tx.queue.shifted_us() - shifted;
-        let wait = (predicted.as_micros() as i64 + since).max(0);
-        Some(sent.as_micros() as i64 + wait + self.tx.delay_skew.unwrap_or(0))
+        let e = self.sent(seq)?;
+        let since = self.tx.queue.shifted_us() - e.shifted;
+        let wait = (e.predicted.as_micros() as i64 + since).max(0);
+        Some(e.at.as_micros() as i64 + wait + self.tx.delay_skew.unwrap_or(0))
+    }
+
+    /// What the sent ring remembers of datagram `seq`.
+    fn sent(&self, seq: u32) -> Option<&Sent> {
+        self.tx
+            .sent_ring
+            .get(seq as usize % SENT_RING)
+            .filter(|e| e.seq == seq)
     }
 
     /// The predicted arrival of the oldest datagram the peer has not acknowledged yet;
@@ -243,8 +295,7 @@ impl Path {
             return None;
         }
         let seq = self.tx.peer_highest_seq.map_or(0, |h| h.wrapping_add(1));
-        let &(s, sent, _, _, _) = self.tx.sent_ring.get(seq as usize % SENT_RING)?;
-        (s == seq).then_some(sent)
+        self.sent(seq).map(|e| e.at)
     }
 
     /// Path sequence number of the newest datagram the peer acknowledged.
@@ -262,12 +313,7 @@ impl Path {
     /// was queued when it failed is gone).
     pub(crate) fn on_liveness_ack(&mut self, now: Instant, acked: u32, highest: u32) -> bool {
         let arrival = self.predicted_arrival(highest);
-        let sent = self
-            .tx
-            .sent_ring
-            .get(highest as usize % SENT_RING)
-            .filter(|e| e.0 == highest)
-            .map(|e| e.1);
+        let sent = self.sent(highest).map(|e| e.at);
         let revived = self.tx.liveness.on_ack(acked, sent, arrival);
         if revived {
             self.tx.queue.reset(now);
@@ -307,6 +353,60 @@ impl Path {
     pub fn start_window_full(&self) -> bool {
         self.tx.capacity_known_at.is_none()
             && self.tx.bytes.saturating_sub(self.tx.acked_bytes) >= START_WINDOW_BYTES
+    }
+
+    /// When the peer's acknowledgements on this path last moved forward.
+    pub fn last_ack_advance(&self) -> Option<Instant> {
+        self.tx.acked_at.map(|(at, _)| at)
+    }
+
+    /// Bytes sent on the path and not yet acknowledged by the peer (datagrams it skipped
+    /// past count as no longer in flight).
+    /// Opportunistic coded packets do not count: they go only where the queue is empty and
+    /// give way to data, and counting them held the next burst of data back for their
+    /// acknowledgement.
+    pub fn in_flight_bytes(&self) -> u64 {
+        self.tx
+            .window_bytes
+            .saturating_sub(self.tx.acked_window_bytes)
+    }
+
+    /// The path's congestion window, bytes ([`window`]), with the queue allowance
+    /// [`window::QUEUE_TARGET`]: [`START_WINDOW_BYTES`] until the first delivery-rate
+    /// sample.
+    pub fn window(&self, now: Instant) -> u64 {
+        self.window_with(now, window::QUEUE_TARGET)
+    }
+
+    /// [`Path::window`] with a queue allowance of `allowance`.
+    pub fn window_with(&self, now: Instant, allowance: Duration) -> u64 {
+        let capacity = self
+            .tx
+            .capacity_known_at
+            .map(|_| self.tx.capacity_bps as f64 / 8.0);
+        self.tx.window.window(
+            now,
+            self.tx.feedback.min(),
+            START_WINDOW_BYTES,
+            capacity,
+            allowance,
+        )
+    }
+
+    /// Whether the path's window is full: schedulers that cap bottleneck queues send no
+    /// more on it until an acknowledgement.
+    pub fn window_full(&self, now: Instant) -> bool {
+        self.in_flight_bytes() >= self.window(now)
+    }
+
+    /// [`Path::window_full`] with a queue allowance of `allowance`.
+    pub fn window_full_with(&self, now: Instant, allowance: Duration) -> bool {
+        self.in_flight_bytes() >= self.window_with(now, allowance)
+    }
+
+    /// The measured delivery rate, bits per second, once sampled ([`window`]).
+    pub fn delivery_rate_bps(&self, now: Instant) -> Option<u64> {
+        self.tx.window.rate(now).map(|r| (r * 8.0) as u64)
     }
 
     /// Whether the bottleneck queue is estimated empty (the condition for opportunistic
@@ -431,19 +531,41 @@ impl Path {
         self.tx.next_seq = seq.wrapping_add(1);
         let predicted = self.tx.queue.length(now);
         if self.tx.sent_ring.len() < SENT_RING {
-            self.tx
-                .sent_ring
-                .resize(SENT_RING, (u32::MAX, Instant::ZERO, Duration::ZERO, 0, 0));
+            self.tx.sent_ring.resize(SENT_RING, Sent::EMPTY);
         }
         let shifted = self.tx.queue.shifted_us();
+        let in_flight = self.in_flight_bytes() + wire_bytes as u64;
+        // After an idle spell the interval starts now (as BBR's rate sampling does when
+        // nothing is in flight), or the idle time would read as a slow link.
+        let (delivered_at, first_sent) = match self.tx.acked_at {
+            Some(at) if self.in_flight_bytes() > 0 => at,
+            _ => (now, now),
+        };
+        let state = SendState {
+            delivered: self.tx.acked_bytes,
+            delivered_at,
+            first_sent,
+            window_limited: in_flight.saturating_mul(4) >= self.window(now).saturating_mul(3),
+        };
         self.tx.bytes += wire_bytes as u64;
-        self.tx.sent_ring[seq as usize % SENT_RING] = (seq, now, predicted, shifted, self.tx.bytes);
+        if kind != SentKind::Coded {
+            self.tx.window_bytes += wire_bytes as u64;
+        }
+        self.tx.sent_ring[seq as usize % SENT_RING] = Sent {
+            seq,
+            at: now,
+            predicted,
+            shifted,
+            bytes: self.tx.bytes,
+            window_bytes: self.tx.window_bytes,
+            state,
+        };
         self.tx.queue.on_send(now, wire_bytes, self.tx.capacity_bps);
         self.tx.last_tx = Some(now);
         self.tx.packets += 1;
         match kind {
             SentKind::Data => self.tx.data_packets += 1,
-            SentKind::Repair => self.tx.repair_packets += 1,
+            SentKind::Repair | SentKind::Coded => self.tx.repair_packets += 1,
             SentKind::Control => self.tx.control_packets += 1,
         }
         seq
@@ -512,7 +634,14 @@ impl Path {
     /// sequence numbers the highest one moved past, less those that arrived). Stale
     /// feedback (an older highest) changes nothing.
     /// Also samples the feedback delay of the datagram `highest` names.
-    pub(crate) fn on_path_ack(&mut self, now: Instant, highest: u32, received: u32) -> (u32, u32) {
+    /// `queue` is the wait the peer saw for `highest` at the bottleneck, when it says.
+    pub(crate) fn on_path_ack(
+        &mut self,
+        now: Instant,
+        highest: u32,
+        received: u32,
+        queue: Option<Duration>,
+    ) -> (u32, u32) {
         match self.tx.peer_highest_seq {
             Some(h) if (highest.wrapping_sub(h) as i32) <= 0 => (0, 0),
             prev => {
@@ -531,16 +660,15 @@ impl Path {
                 self.tx.peer_highest_seq = Some(highest);
                 self.tx.peer_received = received;
                 let mut overdriven = self.tx.capacity_known_at.is_none();
-                if let Some(&(s, sent, _, _, bytes)) =
-                    self.tx.sent_ring.get(highest as usize % SENT_RING)
-                {
-                    if s == highest {
-                        self.tx.acked_bytes = bytes;
-                        self.tx
-                            .feedback
-                            .sample(now, now.saturating_duration_since(sent));
-                        overdriven |= self.tx.capacity_known_at.is_some_and(|k| sent < k);
-                    }
+                if let Some(&e) = self.sent(highest) {
+                    self.tx.acked_bytes = e.bytes;
+                    self.tx.acked_window_bytes = e.window_bytes;
+                    self.tx.acked_at = Some((now, e.at));
+                    self.tx
+                        .feedback
+                        .sample(now, now.saturating_duration_since(e.at));
+                    self.tx.window.on_ack(now, e.bytes, e.at, &e.state, queue);
+                    overdriven |= self.tx.capacity_known_at.is_some_and(|k| e.at < k);
                 }
                 let (acked, lost) = (arrived.min(advanced), advanced.saturating_sub(arrived));
                 let n = acked + lost;
@@ -566,14 +694,15 @@ impl Path {
 
     /// Corrects the queue model with the wait the peer observed for datagram `seq`.
     pub(crate) fn on_queue_report(&mut self, now: Instant, seq: u32, queue_us: u32) {
-        let Some(&(s, sent, predicted, shifted, _)) =
-            self.tx.sent_ring.get(seq as usize % SENT_RING)
+        let Some(&Sent {
+            at: sent,
+            predicted,
+            shifted,
+            ..
+        }) = self.sent(seq)
         else {
             return;
         };
-        if s != seq {
-            return;
-        }
         // The prediction as the model sees it now, after corrections made since the send.
         let since = self.tx.queue.shifted_us() - shifted;
         let predicted_us = (predicted.as_micros() as i64 + since).max(0) as u64;
@@ -723,7 +852,10 @@ impl Path {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SentKind {
     Data,
+    /// A retransmission or a fixed-overhead recovery packet.
     Repair,
+    /// An opportunistic coded packet (Evolution, LT).
+    Coded,
     Control,
 }
 

@@ -21,6 +21,18 @@
 //! the loss guard would also take for a lossy path. Refusing new packets rather than
 //! dropping the waiting one keeps data sequence numbers free of holes.
 //!
+//! Also beyond the paper: each path's congestion window ([`crate::path::window`]) caps it
+//! too. A path whose window is full counts as at the cap, so the packet waits or goes to a
+//! path with room: the queue model (from the capacity estimate) and the window (from the
+//! measured delivery rate) agree on a link of steady rate, and on a cellular link whose
+//! rate just fell the window, clocked by acknowledgements, holds the packets the model
+//! would still send (issue table of docs/benchmarks.md, "Real links": bottleneck drops per
+//! MB delivered 54 -> 8 on the first recorded pair). The window's queue allowance grows
+//! with the path's delay gap to the slowest usable path (from the window's 70 ms up to
+//! [`QUEUE_CAP`]): equalizing a short path with a long one is what its queue is for.
+//! Redundant copies of short flows heed the queue model only: a window sized by light
+//! traffic would starve them.
+//!
 //! Also beyond the paper: the first [`SHORT_FLOW`] packets of a flow go redundantly (a copy
 //! on every live path) while the loss guard ([`crate::sched::guard`]) has set aside a live
 //! path of shorter delay than those left. A short flow's completion time is a few round trips,
@@ -63,7 +75,10 @@ pub const SHORT_FLOW: u32 = 32;
 pub const QUEUE_CAP: Duration = Duration::from_millis(150);
 /// Most the send queue may take to drain (over the paths at the cap) while packets wait in
 /// it: beyond, the session refuses new packets (a drop-tail at the sender).
-pub const HOLD_MAX: Duration = Duration::from_millis(500);
+pub const HOLD_MAX: Duration = Duration::from_millis(600);
+/// A packet held because every path's window is full is offered again on feedback, or
+/// after this long at the latest.
+const WINDOW_RETRY: Duration = Duration::from_millis(10);
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DelayBased {
@@ -138,8 +153,24 @@ impl Scheduler for DelayBased {
         // A redundant packet's original goes on the first live path: only while that path's
         // queue is under the cap, so that no original ever passes it (otherwise the packet
         // is placed, or held, as any other).
-        let capped = |p: &Path| p.queue_delay(now) >= QUEUE_CAP || p.start_window_full();
-        if first_live(paths).is_some_and(|i| !capped(&paths[i])) {
+        let queue_capped = |p: &Path| p.queue_delay(now) >= QUEUE_CAP || p.start_window_full();
+        // A path's window may keep as much queue as equalizing it with the slowest live
+        // path needs, between the window's own allowance and the cap.
+        let slowest = paths
+            .iter()
+            .filter(|p| p.is_usable())
+            .filter_map(Path::delay_skew_us)
+            .max();
+        let window_full = |p: &Path| {
+            let gap = match (slowest, p.delay_skew_us()) {
+                (Some(s), Some(d)) => Duration::from_micros(u64::try_from(s - d).unwrap_or(0)),
+                _ => Duration::ZERO,
+            };
+            let allowance = gap.clamp(crate::path::window::QUEUE_TARGET, QUEUE_CAP);
+            p.window_full_with(now, allowance)
+        };
+        let capped = |p: &Path| queue_capped(p) || window_full(p);
+        if first_live(paths).is_some_and(|i| !queue_capped(&paths[i])) {
             let short = packet.flow.is_some_and(|f| f.packets <= SHORT_FLOW);
             if (short && lossy_bond(paths)) || loss_limited_bond(paths) {
                 return Choice::Redundant;
@@ -155,7 +186,10 @@ impl Scheduler for DelayBased {
         let mut min_known: Option<i64> = None;
         for p in paths.iter().filter(|p| candidate(p)) {
             if capped(p) {
-                capped_bps += p.capacity_bps();
+                // The measured rate, or the capacity estimate where that is higher (a
+                // rate measured by light traffic reads low, and the send queue would refuse
+                // a burst as hundreds of milliseconds of backlog).
+                capped_bps += p.delivery_rate_bps(now).unwrap_or(0).max(p.capacity_bps());
             }
             if let Some(d) = p.delay_skew_us() {
                 min_known = Some(min_known.map_or(d, |m| m.min(d)));
@@ -174,7 +208,7 @@ impl Scheduler for DelayBased {
             let t = predicted_delivery(now, packet.wire_bytes, p, min_known);
             let t = if p.start_window_full() {
                 t.saturating_add(i64::MAX / 4)
-            } else if p.queue_delay(now) >= QUEUE_CAP {
+            } else if p.queue_delay(now) >= QUEUE_CAP || window_full(p) {
                 t + backlog_us
             } else {
                 t
@@ -186,7 +220,13 @@ impl Scheduler for DelayBased {
         let pick = best.map_or(0, |(_, _, i)| i);
         if capped(&paths[pick]) {
             self.backlog_full = backlog >= HOLD_MAX;
-            let wait = paths[pick].queue_delay(now).saturating_sub(QUEUE_CAP);
+            // A full window opens with feedback; the retry is only a safety net then.
+            let p = &paths[pick];
+            let wait = if window_full(p) && p.queue_delay(now) < QUEUE_CAP {
+                WINDOW_RETRY
+            } else {
+                p.queue_delay(now).saturating_sub(QUEUE_CAP)
+            };
             self.retry_at = Some(now + wait.max(Duration::from_millis(1)));
             return Choice::Hold;
         }
@@ -346,10 +386,10 @@ mod tests {
         for _ in 0..15 {
             one[0].send_for_test(T0, 1500);
         }
-        m.backlog = 49;
+        m.backlog = 59;
         assert_eq!(s.select(T0, &m, &one), Choice::Hold);
         assert!(!s.backlog_full());
-        m.backlog = 50;
+        m.backlog = 60;
         assert_eq!(s.select(T0, &m, &one), Choice::Hold);
         assert!(s.backlog_full());
     }

@@ -232,7 +232,7 @@ mod tests {
             if k % 20 != 0 {
                 received += 1;
             }
-            ps[1].on_path_ack(T0, 999 + k, received);
+            ps[1].on_path_ack(T0, 999 + k, received, None);
         }
         let loss = ps[1].long_loss_rate();
         assert!((0.04..0.06).contains(&loss), "{loss}");
@@ -244,7 +244,7 @@ mod tests {
             PathSpec::new(0, 1).rtt_ms(10),
             PathSpec::new(1, 1).rtt_ms(10),
         ]);
-        ps[1].on_path_ack(T0, 1009, 9);
+        ps[1].on_path_ack(T0, 1009, 9, None);
         let loss = ps[1].long_loss_rate();
         assert!((0.01..0.02).contains(&loss), "{loss}");
         update(&mut ps, false);
@@ -268,10 +268,10 @@ mod tests {
             )
         };
         let mut p = fresh();
-        assert_eq!(p.on_path_ack(T0, 6, 1), (1, 6));
+        assert_eq!(p.on_path_ack(T0, 6, 1, None), (1, 6));
         assert_eq!(p.long_loss_rate(), 0.0);
         // From then on losses count: one in the next ten.
-        p.on_path_ack(T0, 16, 10);
+        p.on_path_ack(T0, 16, 10, None);
         let loss = p.long_loss_rate();
         assert!((0.01..0.02).contains(&loss), "{loss}");
     }

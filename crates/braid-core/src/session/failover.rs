@@ -169,7 +169,19 @@ impl Session {
             let late_by_own_clock = path
                 .oldest_unacked_sent()
                 .is_some_and(|sent| now.saturating_duration_since(sent) > slowest_rtt + grace);
-            if late_by_own_clock && crate::path::liveness::is_overdue(oldest, others, grace) {
+            // And its acknowledgements must have stopped for the grace: a cellular link
+            // whose rate fell keeps acknowledging, slowly, and is no failure (its window
+            // follows the rate). (This check runs only when another path's acknowledgement
+            // arrives, so a longer bound went unchecked once the inner TCP, waiting for
+            // what the failed path held, stopped sending: the simulated failover waited
+            // for the 500 ms path timeout.)
+            let no_progress = path
+                .last_ack_advance()
+                .is_none_or(|t| now.saturating_duration_since(t) > grace);
+            if late_by_own_clock
+                && no_progress
+                && crate::path::liveness::is_overdue(oldest, others, grace)
+            {
                 self.paths[p].declare_stalled(now);
                 let id = self.paths[p].id();
                 self.push_event(Event::PathDown(id));

@@ -271,8 +271,17 @@ impl Session {
     }
 
     /// Applies the peer's feedback on the path at position `pi` and tells the schedulers.
-    pub(super) fn apply_path_ack(&mut self, now: Instant, pi: usize, highest: u32, received: u32) {
-        let (acked, lost) = self.paths[pi].on_path_ack(now, highest, received);
+    /// `queue_us`: the wait the peer saw for `highest` at the bottleneck, when it says.
+    pub(super) fn apply_path_ack(
+        &mut self,
+        now: Instant,
+        pi: usize,
+        highest: u32,
+        received: u32,
+        queue_us: Option<u32>,
+    ) {
+        let queue = queue_us.map(|q| Duration::from_micros(u64::from(q)));
+        let (acked, lost) = self.paths[pi].on_path_ack(now, highest, received, queue);
         if lost > 0 {
             self.guard_due = true;
         }
