@@ -94,11 +94,11 @@ fn a_blackholed_path_is_left_within_a_few_hundred_ms_of_virtual_time() {
     // Resending only what TCP cannot recover by itself (`session/failover.rs`) took
     // 400 ms; since each path's congestion window (`path/window.rs`) moves the queue the
     // inner TCP builds from the paths' bottlenecks into the send queue, its retransmissions
-    // wait behind about 250 queued packets after the failure: 550 ms (an open problem:
+    // wait behind about 250 queued packets after the failure: 500 ms (an open problem:
     // inner retransmissions could go ahead of the send queue).
     let recovered = recovery_ms(g).expect("goodput never recovered");
     assert!(
-        recovered <= 550,
+        recovered <= 500,
         "recovered {recovered} ms after the failure: {:?}",
         &g[FAIL_BIN - 10..FAIL_BIN + 30]
     );

@@ -15,9 +15,7 @@
 //! largest sample of the last [`RATE_WINDOW`] (bunched acknowledgements make single
 //! samples read low), not BBR's ten round trips: a cellular link's rate falls tenfold
 //! within a second. A sample measures the link only when the path was busy, its window
-//! nearly full when the datagram was sent; other samples only raise the estimate (and do
-//! not make the first one: the handshake's few datagrams read as a 46 kbit/s link, and the
-//! send queue, sized by that rate, dropped the inner TCP's first window).
+//! nearly full when the datagram was sent; other samples only raise the estimate.
 //!
 //! While the bottleneck shows no queue (the peer reports the wait of the datagram it
 //! acknowledges) the window also allows the path's capacity estimate
@@ -151,7 +149,7 @@ impl PathWindow {
         let rate = bytes as f64 / interval.as_secs_f64();
         // A sample the sender held low says only that the path carries at least this much.
         let measures_link = state.window_limited;
-        if !measures_link && self.rate(now).is_none_or(|r| rate <= r) {
+        if !measures_link && self.rate(now).is_some_and(|r| rate <= r) {
             return;
         }
         self.samples += 1;
