@@ -184,20 +184,21 @@ pub fn build(kind: LossRecoveryKind, seed: u64) -> Box<dyn LossRecovery> {
 /// estimate, or the shortest queue before delays are known): where retransmissions and
 /// nacks go.
 pub(crate) fn fastest_path(now: Instant, paths: &[Path]) -> Option<&Path> {
-    paths.iter().filter(|p| p.is_usable()).min_by_key(|p| {
-        (
-            p.predicted_delivery_us(now, 100).unwrap_or(i64::MAX),
-            p.queue_delay(now),
-        )
-    })
+    fastest_where(now, paths, |_| true)
 }
 
 /// [`fastest_path`] among the paths whose congestion window has room
-/// ([`Path::window_full`]).
+/// ([`Path::window_full`], the window's own queue allowance: with the delay-based
+/// scheduler's larger one for paths faster than the slowest, quick trace-bulk's worst set
+/// fell from 0.68 to 0.58 of its links).
 pub(crate) fn fastest_path_with_room(now: Instant, paths: &[Path]) -> Option<&Path> {
+    fastest_where(now, paths, |p| !p.window_full(now))
+}
+
+fn fastest_where(now: Instant, paths: &[Path], ok: impl Fn(&Path) -> bool) -> Option<&Path> {
     paths
         .iter()
-        .filter(|p| p.is_usable() && !p.window_full(now))
+        .filter(|p| p.is_usable() && ok(p))
         .min_by_key(|p| {
             (
                 p.predicted_delivery_us(now, 100).unwrap_or(i64::MAX),

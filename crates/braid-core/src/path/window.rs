@@ -61,7 +61,6 @@ pub struct PathWindow {
     slots: [(Option<Instant>, f64); SLOTS],
     /// Whether the latest acknowledged datagram waited at the bottleneck.
     queued: bool,
-    samples: u64,
 }
 
 /// What a datagram recorded when it was sent, for its delivery-rate sample.
@@ -96,10 +95,6 @@ impl PathWindow {
             .filter_map(|&(at, r)| Some((at?, r)))
             .max_by_key(|&(at, _)| at)
             .map(|(_, r)| r)
-    }
-
-    pub fn samples(&self) -> u64 {
-        self.samples
     }
 
     /// The window, bytes, for a path whose feedback delay is `feedback` and whose capacity
@@ -152,7 +147,6 @@ impl PathWindow {
         if !measures_link && self.rate(now).is_some_and(|r| rate <= r) {
             return;
         }
-        self.samples += 1;
         let slot_len = RATE_WINDOW / SLOTS as u32;
         let newest = self
             .slots

@@ -124,6 +124,27 @@ fn first_live(paths: &[Path]) -> Option<usize> {
     paths.iter().position(|p| !any || p.is_live())
 }
 
+/// The largest `d + δ` among the usable paths (µs, relative), when any is known.
+fn slowest_delay(paths: &[Path]) -> Option<i64> {
+    paths
+        .iter()
+        .filter(|p| p.is_usable())
+        .filter_map(Path::delay_skew_us)
+        .max()
+}
+
+/// Whether `p`'s congestion window is full, its queue allowance raised from the window's
+/// own to as much as equalizing it with the slowest usable path (`slowest`, from
+/// [`slowest_delay`]) needs, up to [`QUEUE_CAP`].
+fn window_full(now: Instant, p: &Path, slowest: Option<i64>) -> bool {
+    let gap = match (slowest, p.delay_skew_us()) {
+        (Some(s), Some(d)) => Duration::from_micros(u64::try_from(s - d).unwrap_or(0)),
+        _ => Duration::ZERO,
+    };
+    let allowance = gap.clamp(crate::path::window::QUEUE_TARGET, QUEUE_CAP);
+    p.window_full_with(now, allowance)
+}
+
 /// TCP segment size assumed for the loss-limited rate, bytes.
 const MSS: f64 = 1400.0;
 
@@ -154,21 +175,8 @@ impl Scheduler for DelayBased {
         // queue is under the cap, so that no original ever passes it (otherwise the packet
         // is placed, or held, as any other).
         let queue_capped = |p: &Path| p.queue_delay(now) >= QUEUE_CAP || p.start_window_full();
-        // A path's window may keep as much queue as equalizing it with the slowest live
-        // path needs, between the window's own allowance and the cap.
-        let slowest = paths
-            .iter()
-            .filter(|p| p.is_usable())
-            .filter_map(Path::delay_skew_us)
-            .max();
-        let window_full = |p: &Path| {
-            let gap = match (slowest, p.delay_skew_us()) {
-                (Some(s), Some(d)) => Duration::from_micros(u64::try_from(s - d).unwrap_or(0)),
-                _ => Duration::ZERO,
-            };
-            let allowance = gap.clamp(crate::path::window::QUEUE_TARGET, QUEUE_CAP);
-            p.window_full_with(now, allowance)
-        };
+        let slowest = slowest_delay(paths);
+        let window_full = |p: &Path| window_full(now, p, slowest);
         let capped = |p: &Path| queue_capped(p) || window_full(p);
         if first_live(paths).is_some_and(|i| !queue_capped(&paths[i])) {
             let short = packet.flow.is_some_and(|f| f.packets <= SHORT_FLOW);
