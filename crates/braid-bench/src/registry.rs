@@ -6,6 +6,7 @@ static ALL: &[&dyn Bench] = &[
     &crate::sim_speed::SimSpeed,
     &crate::pluribus_fig15::PluribusFig15,
     &crate::pluribus_fig17::PluribusFig17,
+    &crate::osctp_fig2::OsctpFig2,
     &crate::osctp_fig9::OsctpFig9,
     &crate::prism::PrismFig7,
     &crate::prism::PrismFig8,
