@@ -59,6 +59,9 @@ pub fn shared_dir() -> Option<PathBuf> {
     .find(|p| p.join("multipath-wireless").is_dir())
 }
 
+/// Which files of a shared folder are read, by name.
+type FileFilter = fn(&str) -> bool;
+
 /// The files to read: (source, path, radio), in a fixed order.
 fn files(quick: bool) -> (Vec<(String, PathBuf, Radio)>, Option<String>) {
     let mut out = Vec::new();
@@ -99,7 +102,7 @@ fn files(quick: bool) -> (Vec<(String, PathBuf, Radio)>, Option<String>) {
     };
     // Downlink capacity recordings of every shared folder the converter reads by itself;
     // 5Gophers (a column per carrier) and the Starlink and indigo copies are left out.
-    let keep: &[(&str, fn(&str) -> bool)] = &[
+    let keep: &[(&str, FileFilter)] = &[
         ("multipath-wireless", |n| n.ends_with(".csv")),
         ("mahimahi", |n| n.ends_with(".down")),
         ("nyc-cellular-2018", |n| n.starts_with("downlink")),

@@ -36,7 +36,9 @@ pub enum PredictorKind {
 }
 
 impl PredictorKind {
-    /// braid's predictor, chosen by `osctp-fig2` across the recorded traces.
+    /// braid's predictor: the lowest median error of all the kinds above on the recorded
+    /// WiFi and cellular traces at 1, 2, 5 and 10 s (`osctp-fig2`; 0.100 against the
+    /// AR(1)'s 0.111 on WiFi at 1 s), and a dark link is predicted dark.
     pub const BRAID: PredictorKind = PredictorKind::LastValue;
 
     /// Checks the parameters: a gain in (0, 1], a window of 1 to [`HISTORY`] intervals.
