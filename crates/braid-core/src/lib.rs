@@ -24,6 +24,7 @@ pub mod config;
 pub mod event;
 pub mod fec;
 pub mod flow;
+pub mod htppr;
 pub mod path;
 pub mod reorder;
 pub mod sched;
