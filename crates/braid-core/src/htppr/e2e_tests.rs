@@ -201,6 +201,9 @@ fn lossy_transfer(len: usize, min_goodput_mbps: f64) {
     assert!(ratio < 0.06, "tortoise/hare {ratio}");
     // Whole-packet resending would cost ~9x; block repair stays near 1 + 5% + headers.
     assert!(overhead < 1.2, "hare bytes / file bytes {overhead}");
+    // Only bad blocks go again: 5% damaged, 2% lost, and a few packets' headers unreadable.
+    let resent = out.sender.blocks_resent as f64 / (len / 32) as f64;
+    assert!((0.05..0.10).contains(&resent), "blocks resent {resent}");
     // The damage is independent of the rate, so autorate sits at 48 Mbit/s (54·0.95 < 48)
     // with excursions to 54 after clean packets, and the hare stays busy despite the tortoise.
     assert!(out.sender.rate_changes >= 1);

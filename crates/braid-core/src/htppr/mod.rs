@@ -18,6 +18,7 @@
 //! Not here yet: real I/O (UDP-Lite hare, TCP tortoise), the simulator's 802.11 hare, the
 //! benchmarks, CRCs served by neighbours (§5.5).
 
+pub mod assembly;
 pub mod autorate;
 pub mod bier;
 pub mod block;
@@ -30,6 +31,8 @@ pub mod tortoise;
 
 #[cfg(test)]
 mod e2e_tests;
+#[cfg(test)]
+mod exchange_tests;
 
 use std::time::Duration;
 

@@ -19,10 +19,11 @@
 //! arrives first (a sequence gap) or when it has not come `nack_timeout` after its burst's
 //! notice (the maximum-sequence notice of §3.1).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
+use super::assembly::Assembly;
 use super::bier::BierEstimator;
-use super::block::{self, BlockSet, FineCrcs, Geometry};
+use super::block::{self, FineCrcs, Geometry};
 use super::chunk::ChunkId;
 use super::hare::HarePacket;
 use super::seqcode;
@@ -93,21 +94,6 @@ pub struct ReceiverStats {
     pub tortoise_bytes: u64,
 }
 
-struct ChunkRx {
-    id: ChunkId,
-    data: Vec<u8>,
-    missing: BlockSet,
-    /// Quarters that had bad blocks, to check by CRC-16 once they are all in.
-    checks: Vec<QuarterCheck>,
-}
-
-/// A quarter of a damaged packet whose CRC-16 could not be checked on arrival (§3.2; the
-/// paper drops it, see [`super::block`]).
-struct QuarterCheck {
-    blocks: Vec<u16>,
-    crc: u16,
-}
-
 enum ExpectState {
     Waiting,
     /// Failed its CRC-32; the finer CRCs were asked for.
@@ -144,7 +130,7 @@ pub struct Receiver {
     cfg: ReceiverConfig,
     geometry: Option<Geometry>,
     next_offer: u32,
-    chunks: BTreeMap<u32, ChunkRx>,
+    assembly: Assembly,
     expects: BTreeMap<u64, Expect>,
     max_announced: Option<u64>,
     /// Every `Waiting` packet below this has been NACKed or answered.
@@ -156,11 +142,6 @@ pub struct Receiver {
     bier: BierEstimator,
     bier_rate: Option<u8>,
     bier_reported: bool,
-    /// Completed chunks not yet deliverable in order.
-    completed: BTreeMap<u32, Vec<u8>>,
-    next_deliver: u32,
-    dedup: HashMap<ChunkId, Vec<u8>>,
-    dedup_order: VecDeque<ChunkId>,
     finish: Option<u32>,
     stats: ReceiverStats,
 }
@@ -168,10 +149,10 @@ pub struct Receiver {
 impl Receiver {
     pub fn new(cfg: ReceiverConfig) -> Self {
         Receiver {
+            assembly: Assembly::new(cfg.dedup_chunks),
             cfg,
             geometry: None,
             next_offer: 0,
-            chunks: BTreeMap::new(),
             expects: BTreeMap::new(),
             max_announced: None,
             gap_floor: 0,
@@ -181,10 +162,6 @@ impl Receiver {
             bier: BierEstimator::new(),
             bier_rate: None,
             bier_reported: true,
-            completed: BTreeMap::new(),
-            next_deliver: 0,
-            dedup: HashMap::new(),
-            dedup_order: VecDeque::new(),
             finish: None,
             stats: ReceiverStats::default(),
         }
@@ -201,7 +178,7 @@ impl Receiver {
 
     /// Whether the sender said it was done and every chunk has been delivered.
     pub fn is_finished(&self) -> bool {
-        self.finish == Some(self.next_deliver) && self.completed.is_empty()
+        self.finish == Some(self.assembly.next_deliver()) && self.assembly.drained()
     }
 
     /// Takes a hare packet that arrived at `now`, damaged or not.
@@ -327,11 +304,9 @@ impl Receiver {
 
     /// The next chunk in order: its number and bytes.
     pub fn poll_deliver(&mut self) -> Option<(u32, Vec<u8>)> {
-        let data = self.completed.remove(&self.next_deliver)?;
-        let n = self.next_deliver;
-        self.next_deliver += 1;
+        let chunk = self.assembly.poll_deliver()?;
         self.stats.chunks_delivered += 1;
-        Some((n, data))
+        Some(chunk)
     }
 
     fn on_offer(&mut self, chunk: u32, id: ChunkId, len: usize) -> Result<(), ReceiverError> {
@@ -342,26 +317,16 @@ impl Receiver {
                 expected: self.next_offer,
             });
         }
-        if self.chunks.len() + self.completed.len() >= self.cfg.max_window_chunks {
+        if self.assembly.held() >= self.cfg.max_window_chunks {
             return Err(ReceiverError::WindowFull(self.cfg.max_window_chunks));
         }
         self.next_offer += 1;
-        if let Some(data) = self.dedup.get(&id).filter(|d| d.len() == len) {
-            self.completed.insert(chunk, data.clone());
+        if self.assembly.offer(chunk, id, len, &geometry) {
             self.stats.chunks_deduplicated += 1;
             self.out.push_back(ToSender::Have { chunk });
-            return Ok(());
+        } else {
+            self.out.push_back(ToSender::Want { chunk });
         }
-        self.chunks.insert(
-            chunk,
-            ChunkRx {
-                id,
-                data: vec![0; len],
-                missing: BlockSet::full(geometry.blocks_in(len)),
-                checks: Vec::new(),
-            },
-        );
-        self.out.push_back(ToSender::Want { chunk });
         Ok(())
     }
 
@@ -375,11 +340,11 @@ impl Receiver {
         crcs: Vec<u32>,
     ) -> Result<(), ReceiverError> {
         let geometry = self.geometry.ok_or(ReceiverError::NoHello("a burst"))?;
-        let rx = self
-            .chunks
-            .get(&chunk)
+        let missing = self
+            .assembly
+            .missing(chunk)
             .ok_or(ReceiverError::UnknownChunk(chunk))?;
-        let plan = block::plan_burst(&rx.missing, geometry.blocks_per_packet, crcs.len());
+        let plan = block::plan_burst(missing, geometry.blocks_per_packet, crcs.len());
         if plan.len() != crcs.len() || block::plan_digest(&plan) != plan_digest {
             return Err(ReceiverError::PlanMismatch(chunk));
         }
@@ -443,9 +408,9 @@ impl Receiver {
                 continue;
             };
             let id_matches = self
-                .chunks
-                .get(&e.chunk)
-                .is_some_and(|c| c.id.fuzzy_matches(&id));
+                .assembly
+                .id(e.chunk)
+                .is_some_and(|c| c.fuzzy_matches(&id));
             if matches!(e.state, ExpectState::Waiting) && id_matches {
                 plausible.push(seq);
             }
@@ -476,8 +441,8 @@ impl Receiver {
             && self
                 .expects
                 .get(&seq)
-                .and_then(|e| self.chunks.get(&e.chunk))
-                .is_some_and(|c| c.id == id);
+                .and_then(|e| self.assembly.id(e.chunk))
+                .is_some_and(|c| c == id);
         if !clean_header {
             self.stats.headers_repaired += 1;
         }
@@ -538,14 +503,10 @@ impl Receiver {
             vec![true; lens.len()]
         };
         if fine.blocks.len() == lens.len() {
-            if let Some(rx) = self.chunks.get_mut(&e.chunk) {
-                for (q, range) in block::quarters(lens.len()).into_iter().enumerate() {
-                    if range.clone().any(|i| bad[i]) {
-                        rx.checks.push(QuarterCheck {
-                            blocks: e.blocks[range].to_vec(),
-                            crc: fine.quarters[q],
-                        });
-                    }
+            for (q, range) in block::quarters(lens.len()).into_iter().enumerate() {
+                if range.clone().any(|i| bad[i]) {
+                    let blocks = e.blocks[range].to_vec();
+                    self.assembly.defer_check(e.chunk, blocks, fine.quarters[q]);
                 }
             }
         }
@@ -580,83 +541,24 @@ impl Receiver {
         self.gap_floor = seq;
     }
 
-    /// Copies the good blocks of a packet into its chunk; completes the chunk if whole.
-    /// Returns a `Reopen` for blocks found wrong, to be sent after the packet's answer: the
-    /// sender applies the answer and then the reopening, as the receiver did.
+    /// Copies the good blocks of a packet into its chunk. Returns a `Reopen` for blocks found
+    /// wrong, to be sent after the packet's answer: the sender applies the answer and then
+    /// the reopening, as the receiver did.
     #[must_use]
     fn store(&mut self, e: &Expect, payload: &[u8], good: &[bool]) -> Option<ToSender> {
         let geometry = self.geometry?;
-        let rx = self.chunks.get_mut(&e.chunk)?;
-        let mut at = 0;
-        for (&b, &ok) in e.blocks.iter().zip(good) {
-            let range = geometry.block_range(rx.data.len(), b as usize);
-            let len = range.len();
-            if ok {
-                if let Some(src) = payload.get(at..at + len) {
-                    rx.data[range].copy_from_slice(src);
-                    rx.missing.remove(b as usize);
-                }
-            }
-            at += len;
+        let stored = self
+            .assembly
+            .store(&geometry, e.chunk, &e.blocks, payload, good);
+        self.stats.chunk_hash_failures += u64::from(stored.hash_failed);
+        if stored.reopened.is_empty() {
+            return None;
         }
-        // Quarters now whole are checked against their CRC-16; blocks of a failing one are
-        // missing again, and so is every block of a chunk whose content fails its id.
-        let mut reopen = Vec::new();
-        let size = rx.data.len();
-        rx.checks.retain(|check| {
-            if check
-                .blocks
-                .iter()
-                .any(|&b| rx.missing.contains(b as usize))
-            {
-                return true;
-            }
-            let mut bytes = Vec::with_capacity(check.blocks.len() * geometry.block_size.bytes());
-            for &b in &check.blocks {
-                bytes.extend_from_slice(&rx.data[geometry.block_range(size, b as usize)]);
-            }
-            if block::quarter_crc(&bytes) != check.crc {
-                reopen.extend_from_slice(&check.blocks);
-            }
-            false
-        });
-        if rx.missing.is_empty() && reopen.is_empty() && ChunkId::of(&rx.data) != rx.id {
-            self.stats.chunk_hash_failures += 1;
-            reopen.extend((0..geometry.blocks_in(size)).map(|b| b as u16));
-        }
-        if !reopen.is_empty() {
-            reopen.sort_unstable();
-            reopen.dedup();
-            for &b in &reopen {
-                rx.missing.insert(b as usize);
-            }
-            self.stats.blocks_reopened += reopen.len() as u64;
-            return Some(ToSender::Reopen {
-                chunk: e.chunk,
-                blocks: reopen,
-            });
-        }
-        if rx.missing.is_empty() {
-            if let Some(rx) = self.chunks.remove(&e.chunk) {
-                self.remember(rx.id, &rx.data);
-                self.completed.insert(e.chunk, rx.data);
-            }
-        }
-        None
-    }
-
-    /// Keeps a completed chunk by id so that the same content offered again is not resent.
-    fn remember(&mut self, id: ChunkId, data: &[u8]) {
-        if self.cfg.dedup_chunks == 0 || self.dedup.contains_key(&id) {
-            return;
-        }
-        if self.dedup_order.len() >= self.cfg.dedup_chunks {
-            if let Some(old) = self.dedup_order.pop_front() {
-                self.dedup.remove(&old);
-            }
-        }
-        self.dedup.insert(id, data.to_vec());
-        self.dedup_order.push_back(id);
+        self.stats.blocks_reopened += stored.reopened.len() as u64;
+        Some(ToSender::Reopen {
+            chunk: e.chunk,
+            blocks: stored.reopened,
+        })
     }
 
     /// Equation 3 for a judged packet sent at rate index `rate` (§3.3).
@@ -670,12 +572,12 @@ impl Receiver {
     }
 
     fn block_lens(&self, e: &Expect) -> Vec<usize> {
-        let (Some(geometry), Some(rx)) = (self.geometry, self.chunks.get(&e.chunk)) else {
+        let (Some(geometry), Some(len)) = (self.geometry, self.assembly.len_of(e.chunk)) else {
             return vec![0; e.blocks.len()];
         };
         e.blocks
             .iter()
-            .map(|&b| geometry.block_range(rx.data.len(), b as usize).len())
+            .map(|&b| geometry.block_range(len, b as usize).len())
             .collect()
     }
 

@@ -92,6 +92,8 @@ struct ChunkTx {
     id: ChunkId,
     data: Vec<u8>,
     missing: BlockSet,
+    /// Blocks never sent yet.
+    unsent: BlockSet,
     state: ChunkState,
 }
 
@@ -369,6 +371,7 @@ impl Sender {
                 ChunkTx {
                     id,
                     data,
+                    unsent: missing.clone(),
                     missing,
                     state: ChunkState::Offered,
                 },
@@ -404,9 +407,10 @@ impl Sender {
             chunk.state = ChunkState::Done;
             return;
         }
-        let total_blocks = self.geometry.blocks_in(chunk.data.len());
-        if chunk.missing.len() < total_blocks {
-            self.stats.blocks_resent += plan.iter().map(|p| p.len() as u64).sum::<u64>();
+        for &b in plan.iter().flatten() {
+            if !chunk.unsent.remove(b as usize) {
+                self.stats.blocks_resent += 1;
+            }
         }
         chunk.state = ChunkState::InBurst {
             unanswered: plan.len(),
