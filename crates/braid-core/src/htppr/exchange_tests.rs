@@ -26,7 +26,7 @@ impl Pair {
         let data: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
         assert_eq!(pair.sender.write(&data), len);
         pair.sender.finish();
-        pair.to_receiver(T0);
+        pair.metadata(T0);
         assert_eq!(pair.feedback(T0), [ToSender::Want { chunk: 0 }]);
         pair
     }
@@ -40,8 +40,8 @@ impl Pair {
         packets
     }
 
-    /// Carries the sender's tortoise messages to the receiver.
-    fn to_receiver(&mut self, now: Instant) {
+    /// Carries the sender's tortoise messages (metadata) to the receiver.
+    fn metadata(&mut self, now: Instant) {
         while self.sender.poll_tortoise(now, &mut self.buf).is_some() {
             self.receiver.handle_tortoise(now, &self.buf).unwrap();
         }
@@ -73,7 +73,7 @@ fn whole_packets_are_acked_even_when_they_beat_their_notice() {
         p.receiver.handle_hare(T0, packet);
     }
     assert_eq!(p.feedback(T0), []);
-    p.to_receiver(T0);
+    p.metadata(T0);
     assert_eq!(p.feedback(T0), acks(0..5));
     // The chunk's next burst continues where this one stopped: block 220.
     assert_eq!(p.burst().len(), 5);
@@ -82,9 +82,9 @@ fn whole_packets_are_acked_even_when_they_beat_their_notice() {
 #[test]
 fn a_sequence_gap_is_nacked_and_resent_whole() {
     let mut p = Pair::new(32 * 1024);
-    p.to_receiver(T0);
+    p.metadata(T0);
     let burst = p.burst();
-    p.to_receiver(T0);
+    p.metadata(T0);
     for i in [0, 1, 3, 4] {
         p.receiver.handle_hare(T0, &burst[i]);
     }
@@ -105,7 +105,7 @@ fn the_last_packet_is_nacked_when_its_notice_times_out() {
         p.receiver.handle_hare(T0, packet);
     }
     let notice_at = Instant::from_millis(25);
-    p.to_receiver(notice_at);
+    p.metadata(notice_at);
     assert_eq!(p.feedback(notice_at), acks(0..4));
     let deadline = p.receiver.poll_timeout().unwrap();
     assert_eq!(deadline, notice_at + Duration::from_millis(20));
@@ -122,7 +122,7 @@ fn the_last_packet_is_nacked_when_its_notice_times_out() {
 fn a_damaged_block_is_repaired_alone() {
     let mut p = Pair::new(32 * 1024);
     let mut burst = p.burst();
-    p.to_receiver(T0);
+    p.metadata(T0);
     // One bit in block 7 of packet 1, one in block 30 of packet 3.
     burst[1][hare::HEADER_LEN + 7 * 32 + 5] ^= 0x20;
     burst[3][hare::HEADER_LEN + 30 * 32] ^= 0x01;
@@ -136,7 +136,7 @@ fn a_damaged_block_is_repaired_alone() {
     expected.extend(acks([4]));
     assert_eq!(p.feedback(T0), expected);
     // The fine CRCs come back; the ARQs name exactly the damaged blocks.
-    p.to_receiver(T0);
+    p.metadata(T0);
     let bad = |i: usize| (0..44).map(move |b| b == i).collect::<Vec<_>>();
     assert_eq!(
         p.feedback(T0),
@@ -173,7 +173,7 @@ fn a_damaged_block_is_repaired_alone() {
 fn damaged_headers_still_count() {
     let mut p = Pair::new(32 * 1024);
     let mut burst = p.burst();
-    p.to_receiver(T0);
+    p.metadata(T0);
     // Packet 0: 40 of the id's 160 bits wrong (the most fuzzy matching forgives).
     for bit in 0..40 {
         burst[0][bit * 4 / 8] ^= 1 << (bit * 4 % 8);
@@ -202,7 +202,7 @@ fn damaged_headers_still_count() {
 fn an_unreadable_sequence_number_is_lost_not_misplaced() {
     let mut p = Pair::new(32 * 1024);
     let mut burst = p.burst();
-    p.to_receiver(T0);
+    p.metadata(T0);
     // Five differing bits between the copies: more than the code reads.
     burst[2][chunk::CHUNK_ID_LEN + 2] ^= 0x1f;
     for packet in &burst {
