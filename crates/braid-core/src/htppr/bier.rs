@@ -15,6 +15,10 @@
 //! with `V = 0` (only after gaps all equal) the weight is 1. Since `V_i ≥ β·|Δ − T_{i−1}|`
 //! and `|Δ − T_i| = (1 − α)·|Δ − T_{i−1}|`, a weight is never below `e^{−(1−α)/β}` ≈ 0.03.
 //!
+//! The paper computes the instantaneous BIER "using ACKs and ARQs", at the sender; braid runs
+//! the estimator at the receiver, which knows `t_i`, and reports `B` in its feedback (a 6-byte
+//! `Bier` item per message). As in the paper, NACKed (lost) packets are not samples.
+//!
 //! `t_i` is known when the packet arrives but `b_i` only once its CRCs are judged, which for a
 //! damaged packet is a tortoise round trip later; so [`BierEstimator::on_arrival`] applies
 //! equations 1-2 and returns `w_i`, and [`BierEstimator::on_sample`] applies equation 3.

@@ -285,6 +285,22 @@ pub fn judge(payload: &[u8], block_lens: &[usize], sent: &FineCrcs) -> Vec<bool>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Judging any received bytes against any CRCs (a damaged payload, a confused
+        /// sender) never panics and names every block.
+        #[test]
+        fn judge_never_panics(
+            payload in proptest::collection::vec(any::<u8>(), 0..600),
+            lens in proptest::collection::vec(0usize..=128, 0..20),
+            blocks in proptest::collection::vec(any::<u8>(), 0..20),
+            quarters in any::<[u16; 4]>(),
+        ) {
+            let bad = judge(&payload, &lens, &FineCrcs { blocks, quarters });
+            prop_assert_eq!(bad.len(), lens.len());
+        }
+    }
 
     fn payload(n_blocks: usize) -> (Vec<u8>, Vec<usize>) {
         let data = (0..n_blocks * 32).map(|i| (i * 7 + 3) as u8).collect();

@@ -18,6 +18,13 @@
 //! numbers, the rate and each packet's CRC-32) goes on the tortoise when its last packet
 //! leaves. Once every packet of the burst is answered the chunk's missing blocks are known
 //! to both ends, the autorate takes a step (§3.3) and the chunk's next burst can go.
+//!
+//! Beyond the paper: the paper's sender names the next chunk and sends at once (§3.1); braid
+//! waits for `Want` so that content the receiver holds is never sent (§4's redundancy
+//! elimination). That costs each chunk one tortoise round trip of latency, which the window
+//! hides from the hare's throughput. The burst notice goes when the burst's last packet has
+//! been handed over, not "in parallel" with the first, so that it cannot overtake a burst
+//! still queued for the hare.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
