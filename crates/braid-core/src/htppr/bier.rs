@@ -15,6 +15,13 @@
 //! with `V = 0` (only after gaps all equal) the weight is 1. Since `V_i ≥ β·|Δ − T_{i−1}|`
 //! and `|Δ − T_i| = (1 − α)·|Δ − T_{i−1}|`, a weight is never below `e^{−(1−α)/β}` ≈ 0.03.
 //!
+//! `b_i` is the fraction of bad blocks over the last [`SAMPLE_PACKETS`] judged packets
+//! ([`BlockWindow`]), not over packet i alone: §3.3 says a single packet's blocks are too few,
+//! that "4 packets worth allows a 1%-granularity estimate", and calls the whole an EWMA "over
+//! a small window of recently received packets". Taken alone, eq. 3 gives a packet of typical
+//! spacing weight ~1, so `B` would follow single packets (at 3% of 44 blocks bad, a quarter of
+//! packets have none) and the autorate would step up after every clean one.
+//!
 //! The paper computes the instantaneous BIER "using ACKs and ARQs", at the sender; braid runs
 //! the estimator at the receiver, which knows `t_i`, and reports `B` in its feedback (a 6-byte
 //! `Bier` item per message). As in the paper, NACKed (lost) packets are not samples.
@@ -30,6 +37,39 @@ use crate::Instant;
 pub const ALPHA: f64 = 1.0 / 8.0;
 /// β of equation 1 (§3.3).
 pub const BETA: f64 = 1.0 / 4.0;
+
+/// Packets over which the instantaneous `b_i` is taken (§3.3: 4 packets give 1% granularity).
+pub const SAMPLE_PACKETS: usize = 4;
+
+/// The instantaneous block error rate `b_i`: bad blocks over blocks in the last
+/// [`SAMPLE_PACKETS`] judged packets.
+#[derive(Clone, Debug, Default)]
+pub struct BlockWindow {
+    /// (bad, total) per packet, oldest first.
+    packets: std::collections::VecDeque<(u32, u32)>,
+}
+
+impl BlockWindow {
+    /// Adds a packet with `bad` of its `total` blocks bad; returns `b_i`.
+    pub fn push(&mut self, bad: u32, total: u32) -> f64 {
+        if self.packets.len() == SAMPLE_PACKETS {
+            self.packets.pop_front();
+        }
+        self.packets.push_back((bad.min(total), total));
+        let (bad, total) = self.packets.iter().fold((0u64, 0u64), |(b, t), &(pb, pt)| {
+            (b + pb as u64, t + pt as u64)
+        });
+        if total == 0 {
+            0.0
+        } else {
+            bad as f64 / total as f64
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.packets.clear();
+    }
+}
 
 /// Equations 1-3 for one sender-receiver pair at one bit rate.
 #[derive(Clone, Debug, Default)]
@@ -169,6 +209,20 @@ mod tests {
         assert!((0.0..=0.15).contains(&b));
         e.reset();
         assert_eq!((e.estimate(), e.samples()), (None, 0));
+    }
+
+    #[test]
+    fn the_instantaneous_rate_spans_the_last_four_packets() {
+        let mut w = BlockWindow::default();
+        assert_eq!(w.push(0, 44), 0.0);
+        assert_eq!(w.push(4, 44), 4.0 / 88.0);
+        w.push(0, 44);
+        assert_eq!(w.push(0, 20), 4.0 / 152.0);
+        // The fifth packet pushes out the first, the sixth the one with 4 bad blocks.
+        assert_eq!(w.push(2, 44), 6.0 / 152.0);
+        assert_eq!(w.push(0, 44), 2.0 / 152.0);
+        w.clear();
+        assert_eq!(w.push(0, 0), 0.0);
     }
 
     #[test]

@@ -54,12 +54,16 @@ impl<'a> HarePacket<'a> {
     }
 }
 
-/// Writes a hare packet into `out` (cleared first).
-pub fn emit(out: &mut Vec<u8>, chunk: &ChunkId, seq: u16, payload: &[u8]) {
+/// Writes a hare packet's header into `out` (cleared first); the blocks follow it.
+pub fn emit_header(out: &mut Vec<u8>, chunk: &ChunkId, seq: u16) {
     out.clear();
-    out.reserve(HEADER_LEN + payload.len());
     out.extend_from_slice(&chunk.0);
     out.extend_from_slice(&seqcode::encode(seq));
+}
+
+/// Writes a hare packet into `out` (cleared first).
+pub fn emit(out: &mut Vec<u8>, chunk: &ChunkId, seq: u16, payload: &[u8]) {
+    emit_header(out, chunk, seq);
     out.extend_from_slice(payload);
 }
 

@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::assembly::Assembly;
-use super::bier::BierEstimator;
+use super::bier::{BierEstimator, BlockWindow};
 use super::block::{self, FineCrcs, Geometry};
 use super::chunk::ChunkId;
 use super::hare::HarePacket;
@@ -140,6 +140,7 @@ pub struct Receiver {
     deadlines: VecDeque<(Instant, u64)>,
     out: VecDeque<ToSender>,
     bier: BierEstimator,
+    bier_window: BlockWindow,
     bier_rate: Option<u8>,
     bier_reported: bool,
     finish: Option<u32>,
@@ -160,6 +161,7 @@ impl Receiver {
             deadlines: VecDeque::new(),
             out: VecDeque::new(),
             bier: BierEstimator::new(),
+            bier_window: BlockWindow::default(),
             bier_rate: None,
             bier_reported: true,
             finish: None,
@@ -463,7 +465,7 @@ impl Receiver {
             if let Some(e) = self.expects.remove(&seq) {
                 let good = vec![true; e.blocks.len()];
                 reopen = self.store(&e, payload, &good);
-                self.sample(e.rate, weight, 0.0);
+                self.sample(e.rate, weight, 0, e.blocks.len());
             }
             self.stats.acks += 1;
             self.out.push_back(ToSender::Ack { seq: seq as u16 });
@@ -513,7 +515,7 @@ impl Receiver {
         let good: Vec<bool> = bad.iter().map(|b| !b).collect();
         let reopen = self.store(&e, payload, &good);
         let n_bad = bad.iter().filter(|&&b| b).count();
-        self.sample(e.rate, *weight, n_bad as f64 / bad.len().max(1) as f64);
+        self.sample(e.rate, *weight, n_bad, bad.len());
         self.stats.arqs += 1;
         self.out.push_back(ToSender::Arq {
             seq: seq as u16,
@@ -561,13 +563,16 @@ impl Receiver {
         })
     }
 
-    /// Equation 3 for a judged packet sent at rate index `rate` (§3.3).
-    fn sample(&mut self, rate: u8, weight: f64, bad: f64) {
+    /// Equation 3 for a judged packet sent at rate index `rate` with `bad` of its `total`
+    /// blocks bad (§3.3).
+    fn sample(&mut self, rate: u8, weight: f64, bad: usize, total: usize) {
         if self.bier_rate != Some(rate) {
             self.bier.reset();
+            self.bier_window.clear();
             self.bier_rate = Some(rate);
         }
-        self.bier.on_sample(weight, bad);
+        let b = self.bier_window.push(bad as u32, total as u32);
+        self.bier.on_sample(weight, b);
         self.bier_reported = false;
     }
 

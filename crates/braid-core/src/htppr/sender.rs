@@ -234,8 +234,12 @@ impl Sender {
                 let Some(chunk) = self.chunks.get(&packet.chunk) else {
                     continue;
                 };
-                let payload = self.payload(chunk, &packet.blocks);
-                hare::emit(out, &chunk.id, seq as u16, &payload);
+                // Straight into the caller's buffer: no allocation per packet once it is warm.
+                hare::emit_header(out, &chunk.id, seq as u16);
+                for &b in &packet.blocks {
+                    let range = self.geometry.block_range(chunk.data.len(), b as usize);
+                    out.extend_from_slice(&chunk.data[range]);
+                }
                 let rate = packet.rate;
                 self.stats.hare_packets += 1;
                 self.stats.hare_bytes += out.len() as u64;
