@@ -236,6 +236,20 @@ fn twenty_megabytes_over_a_lossy_hare() {
 }
 
 #[test]
+fn sequence_numbers_wrap() {
+    // 1700-odd packets from 65000: the 16-bit numbers wrap a third of the way through.
+    let data = file(2 << 20, 23);
+    let cfg = SenderConfig {
+        first_seq: 65_000,
+        ..SenderConfig::default()
+    };
+    let out = transfer(&data, &lossy(), cfg);
+    check(&data, &out);
+    assert!(out.sender.hare_packets > 1000);
+    assert_eq!(out.sender.unexpected_feedback, 0);
+}
+
+#[test]
 fn same_seed_same_transfer() {
     let data = file(300_000, 3);
     let a = transfer(&data, &lossy(), SenderConfig::default());

@@ -65,6 +65,9 @@ pub struct SenderConfig {
     pub start_rate: usize,
     /// Whether the BIER autorate of §3.3 moves the rate.
     pub autorate: bool,
+    /// The first hare sequence number (16 bits on the wire, extended by both ends). A random
+    /// one keeps a previous transfer's late hare packets from matching this one's.
+    pub first_seq: u16,
 }
 
 impl Default for SenderConfig {
@@ -78,6 +81,7 @@ impl Default for SenderConfig {
             rates_kbps: autorate::RATES_80211G_KBPS.to_vec(),
             start_rate: autorate::RATES_80211G_KBPS.len() - 1,
             autorate: true,
+            first_seq: 0,
         }
     }
 }

@@ -151,6 +151,7 @@ impl Sender {
             chunk_size,
         };
         let autorate = Autorate::new(cfg.rates_kbps.clone(), cfg.start_rate, cfg.autorate);
+        let first_seq = u64::from(cfg.first_seq);
         let cfg = SenderConfig {
             burst_packets: cfg.burst_packets.clamp(1, 255),
             max_window_chunks: cfg.max_window_chunks.max(1),
@@ -165,7 +166,7 @@ impl Sender {
             next_chunk: 0,
             chunks: BTreeMap::new(),
             in_flight: HashMap::new(),
-            next_seq: 0,
+            next_seq: first_seq,
             emitting: VecDeque::new(),
             notice: None,
             tortoise_out: VecDeque::new(),
