@@ -15,6 +15,7 @@
 //! - [`class`]: traffic classes, each with its own scheduler.
 //! - [`compress`]: inner IPv4/TCP header compression between the two ends.
 //! - [`checksum`]: the Internet checksum (RFC 1071) of inner headers.
+//! - [`htppr`]: partial packet recovery over a hare and a tortoise (HTPPR).
 //! - [`metered`]: oSCTP's utility-and-cost model, rate prediction and metered budgets.
 //! - [`session`]: the engine that ties them together.
 
@@ -25,6 +26,7 @@ pub mod config;
 pub mod event;
 pub mod fec;
 pub mod flow;
+pub mod htppr;
 pub mod metered;
 pub mod path;
 pub mod reorder;
