@@ -374,11 +374,12 @@ fn engine_note(name: &str, d: &serde_json::Value) -> String {
     let g = |k: &str| d.get(k).map_or_else(|| "?".to_owned(), ToString::to_string);
     format!(
         "{name} during part (c), server: send-queue drops {}, failover resent {}, failover \
-         left to TCP {}, retransmissions {}, nacks received {}; gateway: holes skipped {}, \
+         left to TCP {}, trimmed from the send queue {}, retransmissions {}, nacks received {}; gateway: holes skipped {}, \
          released by hole timeout {}, hole timeout {} ms, duplicates {}",
         g("server.send_queue_drops"),
         g("server.failover_resent"),
         g("server.failover_left"),
+        g("server.failover_trimmed"),
         g("server.loss_recovery.retransmissions_sent"),
         g("server.loss_recovery.nacks_received"),
         g("gateway.reorder.holes_skipped"),

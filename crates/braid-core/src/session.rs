@@ -92,7 +92,11 @@ pub struct Session {
     ack_pending_since: Option<Instant>,
     /// New loss estimates arrived: re-evaluate the loss guard before scheduling.
     guard_due: bool,
-    send_queue: VecDeque<(u32, Vec<u8>)>,
+    /// Inner packets waiting for a path. A packet gets its data sequence number when it
+    /// leaves, so that one can be dropped from the queue without leaving a hole at the
+    /// peer (`session/failover.rs`); a failover resend keeps the number it first went out
+    /// with.
+    send_queue: VecDeque<(Option<u32>, Vec<u8>)>,
     /// Data packets sent, kept for resending when their path fails.
     failover: failover::ResendRing,
     /// Active queue management of the send queue.
@@ -265,9 +269,7 @@ impl Session {
         let mut buf = self.pool.pop().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(packet);
-        let seq = self.next_data_seq;
-        self.next_data_seq = seq.wrapping_add(1);
-        self.send_queue.push_back((seq, buf));
+        self.send_queue.push_back((None, buf));
         self.stats.sent_packets += 1;
         self.stats.sent_bytes += packet.len() as u64;
         Ok(())

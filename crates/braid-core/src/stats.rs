@@ -88,6 +88,9 @@ pub struct SessionStats {
     /// of the same inner TCP flow went on a live path (its own retransmission recovers
     /// them, see `session/failover.rs`).
     pub failover_left: u64,
+    /// Queued inner TCP data dropped from the send queue when a path failed: the failed
+    /// path's share of it (see `session/failover.rs`).
+    pub failover_trimmed: u64,
     pub reports_sent: u64,
     pub reports_received: u64,
     /// Events not pulled before the event queue filled.

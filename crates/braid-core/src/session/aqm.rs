@@ -128,6 +128,25 @@ impl Codel {
 }
 
 impl Session {
+    /// Whether `packet` is a TCP segment carrying the data of a long flow, and not a
+    /// retransmission: what the send queue may drop. Short flows and retransmissions pass:
+    /// a short flow's loss costs it a timeout rather than slowing it, and a lost
+    /// retransmission costs any flow one.
+    pub(super) fn is_bulk_data(&self, packet: &[u8]) -> bool {
+        let Some(info) = crate::flow::parse::parse(packet) else {
+            return false;
+        };
+        info.tcp
+            .is_some_and(|t| t.payload_len > 0 && !t.syn && !t.fin && !t.rst)
+            && self
+                .scheduling
+                .flows
+                .peek(&info)
+                .is_some_and(|(packets, retransmission)| {
+                    packets > crate::sched::delay::SHORT_FLOW && !retransmission
+                })
+    }
+
     /// The standing queue a packet of `wire_bytes` arriving at `now` would wait in: the
     /// least, over the usable paths (the live ones if none is usable), of the wait the
     /// delay-based scheduler predicts on the path, its queue estimate and, for a path at
@@ -166,25 +185,7 @@ impl Session {
         if !self.config.aqm {
             return false;
         }
-        let Some(info) = crate::flow::parse::parse(packet) else {
-            return false;
-        };
-        let data = info
-            .tcp
-            .is_some_and(|t| t.payload_len > 0 && !t.syn && !t.fin && !t.rst);
-        if !data {
-            return false;
-        }
-        // Short flows and retransmissions pass: a short flow's loss costs it a timeout
-        // rather than slowing it, and a lost retransmission costs any flow one.
-        let bulk = self
-            .scheduling
-            .flows
-            .peek(&info)
-            .is_some_and(|(packets, retransmission)| {
-                packets > crate::sched::delay::SHORT_FLOW && !retransmission
-            });
-        if !bulk {
+        if !self.is_bulk_data(packet) {
             return false;
         }
         let wire_bytes =

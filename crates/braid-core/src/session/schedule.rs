@@ -103,8 +103,8 @@ impl Session {
         if let Some(t) = self.poll_copy(now, buf) {
             return Some(t);
         }
-        let (seq, packet) = self.send_queue.front()?;
-        let seq = *seq;
+        let (fixed, packet) = self.send_queue.front()?;
+        let seq = fixed.unwrap_or(self.next_data_seq);
         let wire_bytes =
             HEADER_LEN + 4 + DATA_FIXED_LEN + packet.len() + self.config.datagram_overhead;
         let info = flow::parse::parse(packet);
@@ -175,7 +175,10 @@ impl Session {
         let segment = flow.zip(info.and_then(|i| i.tcp)).map(|(f, t)| {
             super::failover::TcpSegment::new(f.id, t.payload_len > 0 || t.syn || t.fin)
         });
-        let (seq, mut packet) = self.send_queue.pop_front()?;
+        let (fixed, mut packet) = self.send_queue.pop_front()?;
+        if fixed.is_none() {
+            self.next_data_seq = seq.wrapping_add(1);
+        }
         // Compressed once, when it leaves the queue: copies, coded packets and resends all
         // carry the same bytes (a resend re-queued in compressed form passes unchanged).
         if self.config.header_compression && self.peer_restores_headers {
