@@ -112,7 +112,7 @@ impl Session {
         let sch = &mut self.scheduling;
         let flow = info.and_then(|i| {
             sch.flows
-                .observe_outgoing(now, &i, |i| classify(classes, i))
+                .lookup_outgoing(now, &i, |i| classify(classes, i))
         });
         let class = flow.map_or(0, |f| f.class).min(sch.schedulers.len() - 1);
         let scheduler = &mut sch.schedulers[class];
@@ -148,6 +148,10 @@ impl Session {
                 (first, true)
             }
         };
+        // Counted once, now that it is sent (a held packet is looked up on every poll).
+        if let Some((i, f)) = info.zip(flow) {
+            sch.flows.record_sent(now, &i, &f);
+        }
         let pinned_here =
             scheduler.pins_flows() && flow.is_some_and(|f| f.pinned != Some(self.paths[pi].id()));
         scheduler.on_sent(now, self.paths[pi].id(), &meta);
