@@ -125,6 +125,10 @@ pub struct Session {
     events: VecDeque<Event>,
     entries: Vec<PathEntry>,
     stats: SessionStats,
+    /// `poll_transmit` found nothing to send at this instant, and no input has arrived
+    /// since: asked again at the same instant, it has nothing either (see
+    /// [`Session::poll_transmit`]).
+    quiet_at: Option<Instant>,
 }
 
 impl Session {
@@ -187,6 +191,7 @@ impl Session {
             tunnel_address: None,
             events: VecDeque::new(),
             stats: SessionStats::default(),
+            quiet_at: None,
         };
         session.sync_queues_capped();
         Ok(session)
@@ -202,18 +207,21 @@ impl Session {
     /// (Server) The tunnel address and prefix length to give the gateway in the config
     /// message that answers its hello (docs/wire.md, Config option 1).
     pub fn set_tunnel_address(&mut self, address: Option<(std::net::Ipv4Addr, u8)>) {
+        self.quiet_at = None;
         self.tunnel_address = address;
     }
 
     /// Replaces the default class's path scheduler (for experiments that compare
     /// policies).
     pub fn set_scheduler(&mut self, scheduler: Box<dyn Scheduler>) {
+        self.quiet_at = None;
         self.scheduling.schedulers[0] = scheduler;
         self.sync_queues_capped();
     }
 
     /// Replaces the loss-recovery method.
     pub fn set_loss_recovery(&mut self, recovery: Box<dyn LossRecovery>) {
+        self.quiet_at = None;
         self.recovery = recovery;
         self.sync_queues_capped();
     }
@@ -247,6 +255,7 @@ impl Session {
     /// Hands the engine an inner packet to carry to the peer.
     pub fn send(&mut self, now: Instant, packet: &[u8]) -> Result<(), SendError> {
         self.advance(now);
+        self.quiet_at = None;
         if packet.len() > self.config.max_packet_size {
             self.stats.oversize_drops += 1;
             return Err(SendError::TooLarge {
@@ -281,6 +290,7 @@ impl Session {
         datagram: &[u8],
     ) -> Result<(), HandleError> {
         self.advance(now);
+        self.quiet_at = None;
         let d = match Datagram::parse(datagram) {
             Ok(d) => d,
             Err(e) => {
@@ -434,7 +444,24 @@ impl Session {
 
     /// Writes the next datagram to send into `buf` (at least
     /// [`Session::transmit_buffer_len`] bytes) and says which path it goes on.
+    ///
+    /// A poll that finds nothing changes nothing that decides what is sent, so until an
+    /// input arrives or time moves it would find nothing again: a driver that polls again
+    /// at the same instant (the simulator settles each instant by polling every component
+    /// until none moves) gets `None` at once. Most polls find nothing: while the scheduler
+    /// holds the head of the send queue, each would look it up and ask again.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if self.quiet_at == Some(now) {
+            return None;
+        }
+        let t = self.poll_transmit_now(now, buf);
+        if t.is_none() {
+            self.quiet_at = Some(now);
+        }
+        t
+    }
+
+    fn poll_transmit_now(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         self.advance(now);
         if self.guard_due {
             self.guard_due = false;
@@ -722,6 +749,7 @@ impl Session {
     /// dropped and counted in [`SessionStats::header_compression`].
     pub fn poll_deliver(&mut self, out: &mut Vec<u8>) -> bool {
         while self.reseq.poll_deliver(out) {
+            self.quiet_at = None;
             if self.decompressor.restore(out).is_err() {
                 continue;
             }
@@ -783,6 +811,7 @@ impl Session {
     /// recovery. Harmless when called early.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.advance(now);
+        self.quiet_at = None;
         let recovery = &self.recovery;
         self.reseq
             .handle_timeout_repairing(now, |seq| recovery.repair_expected(seq));

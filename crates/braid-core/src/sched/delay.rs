@@ -80,12 +80,53 @@ pub const HOLD_MAX: Duration = Duration::from_millis(600);
 /// after this long at the latest.
 const WINDOW_RETRY: Duration = Duration::from_millis(10);
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct DelayBased {
     /// When a held packet should be offered again.
     retry_at: Option<Instant>,
     /// The send queue takes [`HOLD_MAX`] or more to drain.
     backlog_full: bool,
+    /// Scratch: the candidate paths of the current decision.
+    candidates: Vec<Candidate>,
+}
+
+/// What one decision needs of a candidate path, worked out once.
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    /// Position in the session's paths.
+    index: usize,
+    /// The sender's model of its bottleneck queue, in drain time.
+    queue: Duration,
+    /// [`Path::start_window_full`].
+    start_window_full: bool,
+    /// Its window is full ([`window_full`]); only asked while its queue is under the cap,
+    /// since the cap holds it anyway.
+    window_full: bool,
+}
+
+impl Candidate {
+    fn of(now: Instant, index: usize, p: &Path, slowest: Option<i64>) -> Candidate {
+        let queue = p.queue_delay(now);
+        Candidate {
+            index,
+            queue,
+            start_window_full: p.start_window_full(),
+            window_full: queue < QUEUE_CAP && window_full(now, p, slowest),
+        }
+    }
+
+    /// The path takes no packet now: its queue is at the cap, or its start window or
+    /// window is full.
+    fn capped(&self) -> bool {
+        self.queue >= QUEUE_CAP || self.start_window_full || self.window_full
+    }
+
+    /// [`predicted_delivery`] with the queue already known.
+    fn predicted_delivery(&self, wire_bytes: usize, p: &Path, min_known: i64) -> i64 {
+        let q = self.queue + p.transmission_time(wire_bytes);
+        let q = i64::try_from(q.as_micros()).unwrap_or(i64::MAX / 2);
+        q + p.delay_skew_us().unwrap_or(min_known)
+    }
 }
 
 /// The smallest delay estimate among `paths` (µs, relative), 0 when none is known.
@@ -167,6 +208,18 @@ fn loss_limited_bond(paths: &[Path]) -> bool {
         })
 }
 
+/// When a packet held for a path whose window is full (`window_full`) or whose queue is
+/// `queue` is offered again: a full window opens with feedback, so the retry is only a
+/// safety net then; a queue at the cap, once it is back under it.
+fn hold_retry(now: Instant, window_full: bool, queue: Duration) -> Instant {
+    let wait = if window_full {
+        WINDOW_RETRY
+    } else {
+        queue.saturating_sub(QUEUE_CAP)
+    };
+    now + wait.max(Duration::from_millis(1))
+}
+
 impl Scheduler for DelayBased {
     fn select(&mut self, now: Instant, packet: &PacketMeta<'_>, paths: &[Path]) -> Choice {
         self.retry_at = None;
@@ -175,9 +228,6 @@ impl Scheduler for DelayBased {
         // queue is under the cap, so that no original ever passes it (otherwise the packet
         // is placed, or held, as any other).
         let queue_capped = |p: &Path| p.queue_delay(now) >= QUEUE_CAP || p.start_window_full();
-        let slowest = slowest_delay(paths);
-        let window_full = |p: &Path| window_full(now, p, slowest);
-        let capped = |p: &Path| queue_capped(p) || window_full(p);
         if first_live(paths).is_some_and(|i| !queue_capped(&paths[i])) {
             let short = packet.flow.is_some_and(|f| f.packets <= SHORT_FLOW);
             if (short && lossy_bond(paths)) || loss_limited_bond(paths) {
@@ -186,14 +236,19 @@ impl Scheduler for DelayBased {
         }
         // Paths at the cap: the send queue's backlog waits for them, so it is part of their
         // queue (a packet at the back of it would be delivered that much later). The
-        // candidates' capacity at the cap and their smallest known delay, in one pass (this
-        // runs on every poll while a packet is held).
+        // candidates' state, their capacity at the cap and their smallest known delay, in
+        // one pass (this runs on every poll while a packet is held).
+        let slowest = slowest_delay(paths);
         let any_usable = paths.iter().any(Path::is_usable);
-        let candidate = |p: &Path| !any_usable || p.is_usable();
         let mut capped_bps: u64 = 0;
         let mut min_known: Option<i64> = None;
-        for p in paths.iter().filter(|p| candidate(p)) {
-            if capped(p) {
+        self.candidates.clear();
+        for (i, p) in paths.iter().enumerate() {
+            if any_usable && !p.is_usable() {
+                continue;
+            }
+            let c = Candidate::of(now, i, p, slowest);
+            if c.capped() {
                 // The measured rate, or the capacity estimate where that is higher (a
                 // rate measured by light traffic reads low, and the send queue would refuse
                 // a burst as hundreds of milliseconds of backlog).
@@ -202,6 +257,7 @@ impl Scheduler for DelayBased {
             if let Some(d) = p.delay_skew_us() {
                 min_known = Some(min_known.map_or(d, |m| m.min(d)));
             }
+            self.candidates.push(c);
         }
         let bits = (packet.backlog as u64).saturating_mul(packet.wire_bytes as u64 * 8);
         let backlog = Duration::from_secs_f64(bits as f64 / capped_bps.max(1) as f64);
@@ -211,34 +267,28 @@ impl Scheduler for DelayBased {
         // nothing while another can (its stand-in capacity would make it look first); the
         // earliest, ties to the lower id.
         let min_known = min_known.unwrap_or(0);
-        let mut best: Option<(i64, PathId, usize)> = None;
-        for (i, p) in paths.iter().enumerate().filter(|(_, p)| candidate(p)) {
-            let t = predicted_delivery(now, packet.wire_bytes, p, min_known);
-            let t = if p.start_window_full() {
+        let mut best: Option<(i64, PathId, Candidate)> = None;
+        for &c in &self.candidates {
+            let p = &paths[c.index];
+            let t = c.predicted_delivery(packet.wire_bytes, p, min_known);
+            let t = if c.start_window_full {
                 t.saturating_add(i64::MAX / 4)
-            } else if p.queue_delay(now) >= QUEUE_CAP || window_full(p) {
+            } else if c.queue >= QUEUE_CAP || c.window_full {
                 t + backlog_us
             } else {
                 t
             };
             if best.is_none_or(|(bt, id, _)| (t, p.id()) < (bt, id)) {
-                best = Some((t, p.id(), i));
+                best = Some((t, p.id(), c));
             }
         }
-        let pick = best.map_or(0, |(_, _, i)| i);
-        if capped(&paths[pick]) {
+        let pick = best.map_or_else(|| Candidate::of(now, 0, &paths[0], slowest), |b| b.2);
+        if pick.capped() {
             self.backlog_full = backlog >= HOLD_MAX;
-            // A full window opens with feedback; the retry is only a safety net then.
-            let p = &paths[pick];
-            let wait = if window_full(p) && p.queue_delay(now) < QUEUE_CAP {
-                WINDOW_RETRY
-            } else {
-                p.queue_delay(now).saturating_sub(QUEUE_CAP)
-            };
-            self.retry_at = Some(now + wait.max(Duration::from_millis(1)));
+            self.retry_at = Some(hold_retry(now, pick.window_full, pick.queue));
             return Choice::Hold;
         }
-        Choice::Path(paths[pick].id())
+        Choice::Path(paths[pick.index].id())
     }
 
     fn backlog_full(&self) -> bool {
