@@ -214,14 +214,14 @@ impl Session {
     /// Replaces the default class's path scheduler (for experiments that compare
     /// policies).
     pub fn set_scheduler(&mut self, scheduler: Box<dyn Scheduler>) {
-        self.quiet_at = None;
+        self.inputs_changed();
         self.scheduling.schedulers[0] = scheduler;
         self.sync_queues_capped();
     }
 
     /// Replaces the loss-recovery method.
     pub fn set_loss_recovery(&mut self, recovery: Box<dyn LossRecovery>) {
-        self.quiet_at = None;
+        self.inputs_changed();
         self.recovery = recovery;
         self.sync_queues_capped();
     }
@@ -255,7 +255,7 @@ impl Session {
     /// Hands the engine an inner packet to carry to the peer.
     pub fn send(&mut self, now: Instant, packet: &[u8]) -> Result<(), SendError> {
         self.advance(now);
-        self.quiet_at = None;
+        self.inputs_changed();
         if packet.len() > self.config.max_packet_size {
             self.stats.oversize_drops += 1;
             return Err(SendError::TooLarge {
@@ -290,7 +290,7 @@ impl Session {
         datagram: &[u8],
     ) -> Result<(), HandleError> {
         self.advance(now);
-        self.quiet_at = None;
+        self.inputs_changed();
         let d = match Datagram::parse(datagram) {
             Ok(d) => d,
             Err(e) => {
@@ -457,8 +457,17 @@ impl Session {
         let t = self.poll_transmit_now(now, buf);
         if t.is_none() {
             self.quiet_at = Some(now);
+        } else {
+            // What was sent changed its path's queue and window.
+            self.scheduling.held_class = None;
         }
         t
+    }
+
+    /// An input arrived: what was decided without it may no longer hold.
+    fn inputs_changed(&mut self) {
+        self.quiet_at = None;
+        self.scheduling.held_class = None;
     }
 
     fn poll_transmit_now(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
@@ -811,7 +820,7 @@ impl Session {
     /// recovery. Harmless when called early.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.advance(now);
-        self.quiet_at = None;
+        self.inputs_changed();
         let recovery = &self.recovery;
         self.reseq
             .handle_timeout_repairing(now, |seq| recovery.repair_expected(seq));

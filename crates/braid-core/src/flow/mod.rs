@@ -282,6 +282,11 @@ impl FlowTable {
         self.map.len() < self.max_flows
     }
 
+    /// Whether a lookup at `now` would first sweep idle flows.
+    pub fn sweep_due(&self, now: Instant) -> bool {
+        now >= self.next_sweep
+    }
+
     /// Records an outgoing packet as sent: [`FlowTable::lookup_outgoing`] then
     /// [`FlowTable::record_sent`]. `None` when the table is full and the flow is new.
     pub fn observe_outgoing(

@@ -88,6 +88,18 @@ pub struct DelayBased {
     backlog_full: bool,
     /// Scratch: the candidate paths of the current decision.
     candidates: Vec<Candidate>,
+    /// The latest decision was a hold that time alone does not end before `until`.
+    hold: Option<Held>,
+}
+
+/// A hold kept until time alone may change it (see [`DelayBased::hold_until`]).
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    until: Instant,
+    /// The chosen path's window is full (the retry is [`WINDOW_RETRY`] after each poll).
+    window_full: bool,
+    /// When the chosen path's queue drains, in the sender's model.
+    drain_at: Instant,
 }
 
 /// What one decision needs of a candidate path, worked out once.
@@ -220,10 +232,69 @@ fn hold_retry(now: Instant, window_full: bool, queue: Duration) -> Instant {
     now + wait.max(Duration::from_millis(1))
 }
 
+impl DelayBased {
+    /// After a hold at `now` on `pick` (predicted delivery `pick_t`): the first instant at
+    /// which time alone may change the decision, with the paths, the packet and the send
+    /// queue as they are. Between sends and acknowledgements only the queues in the
+    /// sender's model drain (all at one rate, until empty) and delivery-rate samples age;
+    /// so the decision stands while no queue crosses the cap or empties, no sample ages
+    /// out, and no candidate whose queue drains overtakes a pick whose queue is empty
+    /// (a pick whose queue drains only gains on the others). Conservative: any of these
+    /// ends it.
+    #[allow(clippy::too_many_arguments)]
+    fn hold_until(
+        &self,
+        now: Instant,
+        paths: &[Path],
+        pick: &Candidate,
+        pick_t: i64,
+        wire_bytes: usize,
+        min_known: i64,
+        backlog_us: i64,
+    ) -> Instant {
+        let mut until = Instant::MAX;
+        let mut end = |t: Instant| until = until.min(t);
+        // The first live path's queue falling under the cap may send a packet redundantly.
+        if let Some(p) = first_live(paths).map(|i| &paths[i]) {
+            let q = p.queue_delay(now);
+            if q >= QUEUE_CAP {
+                end(now + (q - QUEUE_CAP));
+            }
+        }
+        for c in &self.candidates {
+            let p = &paths[c.index];
+            if c.queue >= QUEUE_CAP {
+                end(now + (c.queue - QUEUE_CAP));
+            }
+            if !c.queue.is_zero() {
+                end(now + c.queue);
+                if pick.queue.is_zero() {
+                    // Its predicted delivery falls by the time passed; the pick's stays.
+                    let t = c.predicted_delivery(wire_bytes, p, min_known);
+                    let t = if c.start_window_full {
+                        t.saturating_add(i64::MAX / 4)
+                    } else if c.capped() {
+                        t + backlog_us
+                    } else {
+                        t
+                    };
+                    let lead = u64::try_from(t.saturating_sub(pick_t)).unwrap_or(0);
+                    end(now + Duration::from_micros(lead));
+                }
+            }
+            if let Some(t) = p.delivery_rate_steady_until(now) {
+                end(t);
+            }
+        }
+        until
+    }
+}
+
 impl Scheduler for DelayBased {
     fn select(&mut self, now: Instant, packet: &PacketMeta<'_>, paths: &[Path]) -> Choice {
         self.retry_at = None;
         self.backlog_full = false;
+        self.hold = None;
         // A redundant packet's original goes on the first live path: only while that path's
         // queue is under the cap, so that no original ever passes it (otherwise the packet
         // is placed, or held, as any other).
@@ -285,10 +356,26 @@ impl Scheduler for DelayBased {
         let pick = best.map_or_else(|| Candidate::of(now, 0, &paths[0], slowest), |b| b.2);
         if pick.capped() {
             self.backlog_full = backlog >= HOLD_MAX;
+            self.hold = best.map(|(t, _, c)| Held {
+                until: self.hold_until(now, paths, &c, t, packet.wire_bytes, min_known, backlog_us),
+                window_full: c.window_full,
+                drain_at: now + c.queue,
+            });
             self.retry_at = Some(hold_retry(now, pick.window_full, pick.queue));
             return Choice::Hold;
         }
         Choice::Path(paths[pick.index].id())
+    }
+
+    /// The same decision while nothing but the time changed, until [`Held::until`].
+    fn renew_hold(&mut self, now: Instant) -> bool {
+        let Some(h) = self.hold.filter(|h| now < h.until) else {
+            self.hold = None;
+            return false;
+        };
+        let queue = h.drain_at.saturating_duration_since(now);
+        self.retry_at = Some(hold_retry(now, h.window_full, queue));
+        true
     }
 
     fn backlog_full(&self) -> bool {
@@ -409,6 +496,45 @@ mod tests {
             DelayBased::default().select(T0, &meta(0), &ps),
             Choice::Path(1)
         );
+    }
+
+    #[test]
+    fn a_renewed_hold_is_what_deciding_again_would_give() {
+        // 1.2 Mbit/s each (10 ms per 1500-byte datagram), 50 and 400 ms: the short path's
+        // queue is past the cap (200 ms), then time passes with nothing sent or
+        // acknowledged. Wherever the hold is renewed, deciding again holds too, with the
+        // same retry and backlog; it ends before the queue falls under the cap.
+        let mut ps = paths(&[
+            PathSpec::new(0, 1_200_000).delay_ms(50),
+            PathSpec::new(1, 1_200_000).delay_ms(400),
+        ]);
+        for _ in 0..20 {
+            ps[0].send_for_test(T0, 1500);
+        }
+        let mut m = meta(0);
+        m.backlog = 10;
+        let mut s = DelayBased::default();
+        assert_eq!(s.select(T0, &m, &ps), Choice::Hold);
+        let mut renewed = 0;
+        let mut sent_at = None;
+        for ms in 1..400 {
+            let now = T0 + Duration::from_millis(ms);
+            if s.renew_hold(now) {
+                renewed += 1;
+                let mut fresh = s.clone();
+                assert_eq!(fresh.select(now, &m, &ps), Choice::Hold, "{ms} ms");
+                assert_eq!(
+                    (fresh.retry_at(), fresh.backlog_full()),
+                    (s.retry_at(), s.backlog_full()),
+                    "{ms} ms"
+                );
+            } else if s.select(now, &m, &ps) != Choice::Hold {
+                sent_at = Some(ms);
+                break;
+            }
+        }
+        assert!(renewed >= 40, "{renewed}");
+        assert_eq!(sent_at, Some(51));
     }
 
     #[test]
