@@ -241,7 +241,10 @@ impl DelayBased {
     /// out, and no candidate whose queue drains overtakes a pick whose queue is empty
     /// (a pick whose queue drains only gains on the others). Conservative: any of these
     /// ends it.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the decision's own figures, worked out once in select"
+    )]
     fn hold_until(
         &self,
         now: Instant,
