@@ -445,11 +445,13 @@ impl Session {
     /// Writes the next datagram to send into `buf` (at least
     /// [`Session::transmit_buffer_len`] bytes) and says which path it goes on.
     ///
-    /// A poll that finds nothing changes nothing that decides what is sent, so until an
-    /// input arrives or time moves it would find nothing again: a driver that polls again
-    /// at the same instant (the simulator settles each instant by polling every component
-    /// until none moves) gets `None` at once. Most polls find nothing: while the scheduler
-    /// holds the head of the send queue, each would look it up and ask again.
+    /// A poll that finds nothing leaves the engine as a second poll at the same instant
+    /// would find it (what it updates, such as the loss recovery's bookkeeping, depends
+    /// only on the state and the instant), so until an input arrives or time moves it
+    /// would find nothing again: a driver that polls again at the same instant (the
+    /// simulator settles each instant by polling every component until none moves) gets
+    /// `None` at once. Most polls find nothing: while the scheduler holds the head of the
+    /// send queue, each would look it up and ask again.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if self.quiet_at == Some(now) {
             return None;
