@@ -129,6 +129,10 @@ pub struct Session {
     events: VecDeque<Event>,
     entries: Vec<PathEntry>,
     stats: SessionStats,
+    /// `poll_transmit` found nothing to send at this instant, and no input has arrived
+    /// since: asked again at the same instant, it has nothing either (see
+    /// [`Session::poll_transmit`]).
+    quiet_at: Option<Instant>,
 }
 
 impl Session {
@@ -191,6 +195,7 @@ impl Session {
             tunnel_address: None,
             events: VecDeque::new(),
             stats: SessionStats::default(),
+            quiet_at: None,
         };
         session.sync_queues_capped();
         Ok(session)
@@ -206,18 +211,21 @@ impl Session {
     /// (Server) The tunnel address and prefix length to give the gateway in the config
     /// message that answers its hello (docs/wire.md, Config option 1).
     pub fn set_tunnel_address(&mut self, address: Option<(std::net::Ipv4Addr, u8)>) {
+        self.quiet_at = None;
         self.tunnel_address = address;
     }
 
     /// Replaces the default class's path scheduler (for experiments that compare
     /// policies).
     pub fn set_scheduler(&mut self, scheduler: Box<dyn Scheduler>) {
+        self.inputs_changed();
         self.scheduling.schedulers[0] = scheduler;
         self.sync_queues_capped();
     }
 
     /// Replaces the loss-recovery method.
     pub fn set_loss_recovery(&mut self, recovery: Box<dyn LossRecovery>) {
+        self.inputs_changed();
         self.recovery = recovery;
         self.sync_queues_capped();
     }
@@ -251,6 +259,7 @@ impl Session {
     /// Hands the engine an inner packet to carry to the peer.
     pub fn send(&mut self, now: Instant, packet: &[u8]) -> Result<(), SendError> {
         self.advance(now);
+        self.inputs_changed();
         if packet.len() > self.config.max_packet_size {
             self.stats.oversize_drops += 1;
             return Err(SendError::TooLarge {
@@ -283,6 +292,7 @@ impl Session {
         datagram: &[u8],
     ) -> Result<(), HandleError> {
         self.advance(now);
+        self.inputs_changed();
         let d = match Datagram::parse(datagram) {
             Ok(d) => d,
             Err(e) => {
@@ -436,7 +446,35 @@ impl Session {
 
     /// Writes the next datagram to send into `buf` (at least
     /// [`Session::transmit_buffer_len`] bytes) and says which path it goes on.
+    ///
+    /// A poll that finds nothing leaves the engine as a second poll at the same instant
+    /// would find it (what it updates, such as the loss recovery's bookkeeping, depends
+    /// only on the state and the instant), so until an input arrives or time moves it
+    /// would find nothing again: a driver that polls again at the same instant (the
+    /// simulator settles each instant by polling every component until none moves) gets
+    /// `None` at once. Most polls find nothing: while the scheduler holds the head of the
+    /// send queue, each would look it up and ask again.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if self.quiet_at == Some(now) {
+            return None;
+        }
+        let t = self.poll_transmit_now(now, buf);
+        if t.is_none() {
+            self.quiet_at = Some(now);
+        } else {
+            // What was sent changed its path's queue and window.
+            self.scheduling.held_class = None;
+        }
+        t
+    }
+
+    /// An input arrived: what was decided without it may no longer hold.
+    fn inputs_changed(&mut self) {
+        self.quiet_at = None;
+        self.scheduling.held_class = None;
+    }
+
+    fn poll_transmit_now(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         self.advance(now);
         if self.guard_due {
             self.guard_due = false;
@@ -724,6 +762,7 @@ impl Session {
     /// dropped and counted in [`SessionStats::header_compression`].
     pub fn poll_deliver(&mut self, out: &mut Vec<u8>) -> bool {
         while self.reseq.poll_deliver(out) {
+            self.quiet_at = None;
             if self.decompressor.restore(out).is_err() {
                 continue;
             }
@@ -785,6 +824,7 @@ impl Session {
     /// recovery. Harmless when called early.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.advance(now);
+        self.inputs_changed();
         let recovery = &self.recovery;
         self.reseq
             .handle_timeout_repairing(now, |seq| recovery.repair_expected(seq));

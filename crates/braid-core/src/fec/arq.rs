@@ -24,6 +24,7 @@
 //! The sender keeps its recently sent packets (bounded, and for a few RTTs) and sends nacked ones again as ordinary data, on the fastest path. Acks (the
 //! highest data sequence received) cannot drive it alone: they say nothing of holes below.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -165,6 +166,11 @@ pub struct Retransmit {
     /// Receiver: highest data sequence seen, and the holes below it, in sequence order.
     highest: Option<u32>,
     missing: VecDeque<Missing>,
+    /// The earliest `due` in `missing` (`Some(None)`: none missing), or `None` when not
+    /// known; kept exact where cheap, otherwise worked out again when asked. Polls ask on
+    /// every call whether anything is due, and the packets missing while a slower path
+    /// catches up are many.
+    earliest_due: Cell<Option<Option<Instant>>>,
     /// Time from a nack to the next one for the same packet (its repair is expected
     /// within it): one round trip over the fastest path, a quarter more, and `nack_delay`.
     renack: Duration,
@@ -194,6 +200,7 @@ impl Retransmit {
             pending: VecDeque::new(),
             highest: None,
             missing: VecDeque::new(),
+            earliest_due: Cell::new(Some(None)),
             renack: DEFAULT_RTT + DEFAULT_RTT / 4,
             last_sent: None,
             queues_capped: false,
@@ -206,6 +213,31 @@ impl Retransmit {
     /// Packets the receiver side currently misses (for tests).
     pub fn missing(&self) -> impl Iterator<Item = u32> + '_ {
         self.missing.iter().map(|m| m.seq)
+    }
+
+    /// The earliest instant a missing packet is due (see [`Retransmit::earliest_due`]'s
+    /// field).
+    fn earliest_due(&self) -> Option<Instant> {
+        if let Some(known) = self.earliest_due.get() {
+            return known;
+        }
+        let min = self.missing.iter().map(|m| m.due).min();
+        self.earliest_due.set(Some(min));
+        min
+    }
+
+    /// Removes the missing packet at position `i`.
+    fn remove_missing(&mut self, i: usize) {
+        if let Some(m) = self.missing.remove(i) {
+            self.forget_due(m.due);
+        }
+    }
+
+    /// A missing packet due at `due` left: the earliest is still known unless it was it.
+    fn forget_due(&mut self, due: Instant) {
+        if self.earliest_due.get().flatten().is_none_or(|e| due <= e) {
+            self.earliest_due.set(None);
+        }
     }
 
     /// A data packet sent once arrived on `path` at `now`, sent at `sent_us` (per-path
@@ -277,11 +309,18 @@ impl Retransmit {
         };
         self.passed = Some(floor);
         let due = now + self.nack_delay;
+        let mut lowered = false;
         for m in self.missing.range_mut(from..) {
             if !seq_lt(m.seq, floor) {
                 break;
             }
+            lowered |= due < m.due;
             m.due = m.due.min(due);
+        }
+        if lowered {
+            let e = self.earliest_due.get();
+            self.earliest_due
+                .set(e.map(|e| Some(e.map_or(due, |e| e.min(due)))));
         }
     }
 
@@ -294,7 +333,7 @@ impl Retransmit {
             if let Some(i) = self.missing.iter().position(|m| m.seq == seq) {
                 if self.fresh != Some(seq) {
                     // A retransmission: its delay is the repair's, not reordering.
-                    self.missing.remove(i);
+                    self.remove_missing(i);
                     self.confirm_passed(now);
                     return;
                 }
@@ -304,7 +343,7 @@ impl Retransmit {
                 } else {
                     self.lag - self.lag / 64 + lag / 64
                 };
-                self.missing.remove(i);
+                self.remove_missing(i);
             }
             // A slower path delivering may have passed gaps.
             self.confirm_passed(now);
@@ -327,7 +366,9 @@ impl Retransmit {
         self.stats.nack_gave_up += u64::from(skip);
         for k in skip..gap {
             if self.missing.len() >= MAX_MISSING {
-                self.missing.pop_front();
+                if let Some(m) = self.missing.pop_front() {
+                    self.forget_due(m.due);
+                }
                 self.stats.nack_gave_up += 1;
             }
             self.missing.push_back(Missing {
@@ -336,6 +377,9 @@ impl Retransmit {
                 seen: now,
                 nacks: 0,
             });
+            let e = self.earliest_due.get();
+            self.earliest_due
+                .set(e.map(|e| Some(e.map_or(due, |e| e.min(due)))));
         }
         self.highest = Some(seq);
         self.confirm_passed(now);
@@ -345,9 +389,10 @@ impl Retransmit {
     /// bitmap's reach; returns its first sequence number and bitmap length.
     fn build_nack(&mut self, now: Instant, rtt: Duration) -> Option<(u32, usize)> {
         // Nothing due: nothing to give up on or to nack (the common case, checked first).
-        if !self.missing.iter().any(|m| m.due <= now) {
+        if self.earliest_due().is_none_or(|t| t > now) {
             return None;
         }
+        self.earliest_due.set(None);
         let max = self.max_nacks;
         let before = self.missing.len();
         self.missing.retain(|m| m.nacks < max || m.due > now);
@@ -479,11 +524,16 @@ impl LossRecovery for Retransmit {
         if !paths.iter().any(Path::is_usable) {
             return None;
         }
-        self.missing
-            .iter()
-            .map(|m| m.due)
-            .filter(|&t| t > now)
-            .min()
+        // Usually nothing is due at `now` (the last poll nacked it): then the earliest due.
+        match self.earliest_due() {
+            Some(t) if t > now => Some(t),
+            _ => self
+                .missing
+                .iter()
+                .map(|m| m.due)
+                .filter(|&t| t > now)
+                .min(),
+        }
     }
 
     /// A missing packet's repair is expected until one re-nack interval after `due` (its
@@ -573,6 +623,44 @@ mod tests {
         }
         .missing()
         .collect()
+    }
+
+    /// The earliest due instant kept between polls is always the one a scan of the
+    /// missing packets gives, through gaps opening, filling out of order, per-path passes
+    /// lowering dues, nacks re-arming them and the oldest being dropped.
+    #[test]
+    fn the_earliest_due_kept_is_the_scanned_one() {
+        for trigger in [NackTrigger::PerPath, NackTrigger::FixedDelay] {
+            let mut a = arq(trigger);
+            let mut x: u32 = 7;
+            let mut next = 0u32;
+            let mut held: Vec<u32> = Vec::new();
+            for t in 0..3000u64 {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                match x % 4 {
+                    // A packet on the fast path, sometimes after a gap (held on the slow one).
+                    0 | 1 => {
+                        let skip = (x >> 8) % 6;
+                        held.extend(next..next + skip);
+                        next += skip;
+                        arrive(&mut a, t, next, 1);
+                        next += 1;
+                    }
+                    // The slow path delivers one it held.
+                    2 if !held.is_empty() => {
+                        let seq = held.remove((x as usize >> 8) % held.len());
+                        arrive(&mut a, t, seq, 2);
+                    }
+                    _ => {
+                        nacked(&mut a, t);
+                    }
+                }
+                let scanned = a.missing.iter().map(|m| m.due).min();
+                assert_eq!(a.earliest_due(), scanned, "{trigger:?} at {t} ms");
+            }
+        }
     }
 
     /// Packets in flight on a slower path are not nacked while that path has not passed

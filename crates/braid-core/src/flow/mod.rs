@@ -176,6 +176,16 @@ impl FlowEntry {
     }
 }
 
+/// Whether `info` is a TCP segment with data that starts below data its flow already sent
+/// (an inner retransmission, PRISM §4.2 Rule 1).
+fn starts_below_sent(e: &FlowEntry, info: &PacketInfo) -> bool {
+    info.tcp.is_some_and(|t| {
+        t.payload_len > 0
+            && e.snd_max
+                .is_some_and(|max| (t.seq.wrapping_sub(max) as i32) < 0)
+    })
+}
+
 /// What the table says about one outgoing packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowMeta {
@@ -272,9 +282,30 @@ impl FlowTable {
         self.map.len() < self.max_flows
     }
 
-    /// Records an outgoing packet. `classify` gives a new flow its class. `None` when the
-    /// table is full and the flow is new.
+    /// Whether a lookup at `now` would first sweep idle flows.
+    pub fn sweep_due(&self, now: Instant) -> bool {
+        now >= self.next_sweep
+    }
+
+    /// Records an outgoing packet as sent: [`FlowTable::lookup_outgoing`] then
+    /// [`FlowTable::record_sent`]. `None` when the table is full and the flow is new.
     pub fn observe_outgoing(
+        &mut self,
+        now: Instant,
+        info: &PacketInfo,
+        classify: impl FnOnce(&PacketInfo) -> usize,
+    ) -> Option<FlowMeta> {
+        let meta = self.lookup_outgoing(now, info, classify)?;
+        self.record_sent(now, info, &meta);
+        Some(meta)
+    }
+
+    /// What the table says about an outgoing packet about to be scheduled, without
+    /// counting it: a packet the scheduler holds is looked up again on every poll, and is
+    /// counted once, when it is sent ([`FlowTable::record_sent`]). A new flow gets its
+    /// entry here (`classify` gives its class). `None` when the table is full and the flow
+    /// is new.
+    pub fn lookup_outgoing(
         &mut self,
         now: Instant,
         info: &PacketInfo,
@@ -301,28 +332,6 @@ impl FlowTable {
         if new {
             self.next_id += 1;
         }
-        e.last_seen = now;
-        e.packets = e.packets.saturating_add(1);
-        let mut retransmission = false;
-        if let Some(t) = info.tcp {
-            e.note_tcp(&t, true);
-            let end = t
-                .seq
-                .wrapping_add(t.payload_len)
-                .wrapping_add(u32::from(t.syn) + u32::from(t.fin));
-            match e.snd_max {
-                Some(max) if t.payload_len > 0 && (t.seq.wrapping_sub(max) as i32) < 0 => {
-                    retransmission = true;
-                    self.stats.retransmissions += 1;
-                }
-                _ => {}
-            }
-            if e.snd_max
-                .is_none_or(|max| (end.wrapping_sub(max) as i32) > 0)
-            {
-                e.snd_max = Some(end);
-            }
-        }
         Some(FlowMeta {
             id: e.id,
             class: e.class,
@@ -330,9 +339,39 @@ impl FlowTable {
             new,
             pinned: e.pinned,
             inbound: e.inbound,
-            retransmission,
-            packets: e.packets,
+            retransmission: starts_below_sent(e, info),
+            packets: e.packets.saturating_add(1),
         })
+    }
+
+    /// Counts the packet `info` of the flow `flow` (from [`FlowTable::lookup_outgoing`])
+    /// as sent: the flow is active, its packet count grows, and for TCP its flags and
+    /// highest sequence sent are noted and an inner retransmission counted.
+    pub fn record_sent(&mut self, now: Instant, info: &PacketInfo, flow: &FlowMeta) {
+        let key = Hashed {
+            hash: flow.hash,
+            key: info.key,
+        };
+        let Some(e) = self.map.get_mut(&key) else {
+            return;
+        };
+        e.last_seen = now;
+        e.packets = e.packets.saturating_add(1);
+        if let Some(t) = info.tcp {
+            if starts_below_sent(e, info) {
+                self.stats.retransmissions += 1;
+            }
+            e.note_tcp(&t, true);
+            let end = t
+                .seq
+                .wrapping_add(t.payload_len)
+                .wrapping_add(u32::from(t.syn) + u32::from(t.fin));
+            if e.snd_max
+                .is_none_or(|max| (end.wrapping_sub(max) as i32) > 0)
+            {
+                e.snd_max = Some(end);
+            }
+        }
     }
 
     /// Without recording anything: packets the flow of `info` has sent so far, and whether
@@ -340,12 +379,7 @@ impl FlowTable {
     /// for a flow not tracked.
     pub fn peek(&self, info: &PacketInfo) -> Option<(u32, bool)> {
         let e = self.map.get(&self.hashed(info.key))?;
-        let retransmission = info.tcp.is_some_and(|t| {
-            t.payload_len > 0
-                && e.snd_max
-                    .is_some_and(|max| (t.seq.wrapping_sub(max) as i32) < 0)
-        });
-        Some((e.packets, retransmission))
+        Some((e.packets, starts_below_sent(e, info)))
     }
 
     /// Pins a flow to a path (a flow-level policy's decision).

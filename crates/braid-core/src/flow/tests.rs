@@ -175,6 +175,30 @@ fn detects_inner_retransmissions() {
 }
 
 #[test]
+fn a_held_packet_looked_up_again_is_counted_once_when_sent() {
+    // A scheduler that holds the head of the send queue sees it on every poll: each
+    // lookup describes it the same way, and only its send counts.
+    let mut t = FlowTable::new(100, Duration::from_secs(60), 7);
+    let first = info(&tcp(5, 1, 0x10, 100));
+    t.observe_outgoing(at(0), &first, |_| 0).unwrap();
+    let held = info(&tcp(5, 101, 0x10, 100));
+    let looks: Vec<FlowMeta> = (0..5)
+        .map(|ms| t.lookup_outgoing(at(ms), &held, |_| 0).unwrap())
+        .collect();
+    assert!(looks.iter().all(|m| *m == looks[0]));
+    assert_eq!((looks[0].packets, looks[0].retransmission), (2, false));
+    assert_eq!(t.peek(&held), Some((1, false)));
+    t.record_sent(at(5), &held, &looks[0]);
+    assert_eq!(t.peek(&held), Some((2, true)));
+    assert_eq!(t.stats().retransmissions, 0);
+    // A segment sent again (the inner TCP's retransmission) is one.
+    let again = t.lookup_outgoing(at(6), &held, |_| 0).unwrap();
+    assert_eq!((again.packets, again.retransmission), (3, true));
+    t.record_sent(at(6), &held, &again);
+    assert_eq!(t.stats().retransmissions, 1);
+}
+
+#[test]
 fn is_bounded_and_sweeps_idle_flows() {
     let mut t = FlowTable::new(3, Duration::from_secs(10), 7);
     for port in 0..3 {

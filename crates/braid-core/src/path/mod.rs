@@ -409,6 +409,12 @@ impl Path {
         self.tx.window.rate(now).map(|r| (r * 8.0) as u64)
     }
 
+    /// Until when [`Path::delivery_rate_bps`] (and so [`Path::window`]) keeps its value at
+    /// `now` if nothing is sent or acknowledged: the next instant a rate sample ages out.
+    pub fn delivery_rate_steady_until(&self, now: Instant) -> Option<Instant> {
+        self.tx.window.rate_steady_until(now)
+    }
+
     /// Whether the bottleneck queue is estimated empty (the condition for opportunistic
     /// coded packets, PluriBus §4).
     pub fn queue_is_empty(&self, now: Instant) -> bool {

@@ -87,6 +87,16 @@ impl PathWindow {
             .or_else(|| self.latest())
     }
 
+    /// Until when [`PathWindow::rate`] keeps its value at `now` with no new sample: the
+    /// next instant a sample leaves [`RATE_WINDOW`]. `None` when none will.
+    pub fn rate_steady_until(&self, now: Instant) -> Option<Instant> {
+        self.slots
+            .iter()
+            .filter_map(|&(at, _)| Some(at? + RATE_WINDOW))
+            .filter(|&end| end > now)
+            .min()
+    }
+
     /// The newest sample kept, whatever its age (a path idle for longer than the window
     /// keeps its last rate).
     fn latest(&self) -> Option<f64> {

@@ -80,12 +80,65 @@ pub const HOLD_MAX: Duration = Duration::from_millis(600);
 /// after this long at the latest.
 const WINDOW_RETRY: Duration = Duration::from_millis(10);
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct DelayBased {
     /// When a held packet should be offered again.
     retry_at: Option<Instant>,
     /// The send queue takes [`HOLD_MAX`] or more to drain.
     backlog_full: bool,
+    /// Scratch: the candidate paths of the current decision.
+    candidates: Vec<Candidate>,
+    /// The latest decision was a hold that time alone does not end before `until`.
+    hold: Option<Held>,
+}
+
+/// A hold kept until time alone may change it (see [`DelayBased::hold_until`]).
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    until: Instant,
+    /// The chosen path's window is full (the retry is [`WINDOW_RETRY`] after each poll).
+    window_full: bool,
+    /// When the chosen path's queue drains, in the sender's model.
+    drain_at: Instant,
+}
+
+/// What one decision needs of a candidate path, worked out once.
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    /// Position in the session's paths.
+    index: usize,
+    /// The sender's model of its bottleneck queue, in drain time.
+    queue: Duration,
+    /// [`Path::start_window_full`].
+    start_window_full: bool,
+    /// Its window is full ([`window_full`]); only asked while its queue is under the cap,
+    /// since the cap holds it anyway.
+    window_full: bool,
+}
+
+impl Candidate {
+    fn of(now: Instant, index: usize, p: &Path, slowest: Option<i64>) -> Candidate {
+        let queue = p.queue_delay(now);
+        Candidate {
+            index,
+            queue,
+            start_window_full: p.start_window_full(),
+            window_full: queue < QUEUE_CAP && window_full(now, p, slowest),
+        }
+    }
+
+    /// The path takes no packet now: its queue is at the cap, or its start window or
+    /// window is full.
+    fn capped(&self) -> bool {
+        self.queue >= QUEUE_CAP || self.start_window_full || self.window_full
+    }
+
+    /// [`predicted_delivery`] with the queue already known.
+    fn predicted_delivery(&self, wire_bytes: usize, p: &Path, min_known: i64) -> i64 {
+        let q = self.queue + p.transmission_time(wire_bytes);
+        let q = i64::try_from(q.as_micros()).unwrap_or(i64::MAX / 2);
+        q + p.delay_skew_us().unwrap_or(min_known)
+    }
 }
 
 /// The smallest delay estimate among `paths` (µs, relative), 0 when none is known.
@@ -167,17 +220,88 @@ fn loss_limited_bond(paths: &[Path]) -> bool {
         })
 }
 
+/// When a packet held for a path whose window is full (`window_full`) or whose queue is
+/// `queue` is offered again: a full window opens with feedback, so the retry is only a
+/// safety net then; a queue at the cap, once it is back under it.
+fn hold_retry(now: Instant, window_full: bool, queue: Duration) -> Instant {
+    let wait = if window_full {
+        WINDOW_RETRY
+    } else {
+        queue.saturating_sub(QUEUE_CAP)
+    };
+    now + wait.max(Duration::from_millis(1))
+}
+
+impl DelayBased {
+    /// After a hold at `now` on `pick` (predicted delivery `pick_t`): the first instant at
+    /// which time alone may change the decision, with the paths, the packet and the send
+    /// queue as they are. Between sends and acknowledgements only the queues in the
+    /// sender's model drain (all at one rate, until empty) and delivery-rate samples age;
+    /// so the decision stands while no queue crosses the cap or empties, no sample ages
+    /// out, and no candidate whose queue drains overtakes a pick whose queue is empty
+    /// (a pick whose queue drains only gains on the others). Conservative: any of these
+    /// ends it.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the decision's own figures, worked out once in select"
+    )]
+    fn hold_until(
+        &self,
+        now: Instant,
+        paths: &[Path],
+        pick: &Candidate,
+        pick_t: i64,
+        wire_bytes: usize,
+        min_known: i64,
+        backlog_us: i64,
+    ) -> Instant {
+        let mut until = Instant::MAX;
+        let mut end = |t: Instant| until = until.min(t);
+        // The first live path's queue falling under the cap may send a packet redundantly.
+        if let Some(p) = first_live(paths).map(|i| &paths[i]) {
+            let q = p.queue_delay(now);
+            if q >= QUEUE_CAP {
+                end(now + (q - QUEUE_CAP));
+            }
+        }
+        for c in &self.candidates {
+            let p = &paths[c.index];
+            if c.queue >= QUEUE_CAP {
+                end(now + (c.queue - QUEUE_CAP));
+            }
+            if !c.queue.is_zero() {
+                end(now + c.queue);
+                if pick.queue.is_zero() {
+                    // Its predicted delivery falls by the time passed; the pick's stays.
+                    let t = c.predicted_delivery(wire_bytes, p, min_known);
+                    let t = if c.start_window_full {
+                        t.saturating_add(i64::MAX / 4)
+                    } else if c.capped() {
+                        t + backlog_us
+                    } else {
+                        t
+                    };
+                    let lead = u64::try_from(t.saturating_sub(pick_t)).unwrap_or(0);
+                    end(now + Duration::from_micros(lead));
+                }
+            }
+            if let Some(t) = p.delivery_rate_steady_until(now) {
+                end(t);
+            }
+        }
+        until
+    }
+}
+
 impl Scheduler for DelayBased {
     fn select(&mut self, now: Instant, packet: &PacketMeta<'_>, paths: &[Path]) -> Choice {
         self.retry_at = None;
         self.backlog_full = false;
+        self.hold = None;
         // A redundant packet's original goes on the first live path: only while that path's
         // queue is under the cap, so that no original ever passes it (otherwise the packet
         // is placed, or held, as any other).
         let queue_capped = |p: &Path| p.queue_delay(now) >= QUEUE_CAP || p.start_window_full();
-        let slowest = slowest_delay(paths);
-        let window_full = |p: &Path| window_full(now, p, slowest);
-        let capped = |p: &Path| queue_capped(p) || window_full(p);
         if first_live(paths).is_some_and(|i| !queue_capped(&paths[i])) {
             let short = packet.flow.is_some_and(|f| f.packets <= SHORT_FLOW);
             if (short && lossy_bond(paths)) || loss_limited_bond(paths) {
@@ -186,14 +310,19 @@ impl Scheduler for DelayBased {
         }
         // Paths at the cap: the send queue's backlog waits for them, so it is part of their
         // queue (a packet at the back of it would be delivered that much later). The
-        // candidates' capacity at the cap and their smallest known delay, in one pass (this
-        // runs on every poll while a packet is held).
+        // candidates' state, their capacity at the cap and their smallest known delay, in
+        // one pass (this runs on every poll while a packet is held).
+        let slowest = slowest_delay(paths);
         let any_usable = paths.iter().any(Path::is_usable);
-        let candidate = |p: &Path| !any_usable || p.is_usable();
         let mut capped_bps: u64 = 0;
         let mut min_known: Option<i64> = None;
-        for p in paths.iter().filter(|p| candidate(p)) {
-            if capped(p) {
+        self.candidates.clear();
+        for (i, p) in paths.iter().enumerate() {
+            if any_usable && !p.is_usable() {
+                continue;
+            }
+            let c = Candidate::of(now, i, p, slowest);
+            if c.capped() {
                 // The measured rate, or the capacity estimate where that is higher (a
                 // rate measured by light traffic reads low, and the send queue would refuse
                 // a burst as hundreds of milliseconds of backlog).
@@ -202,6 +331,7 @@ impl Scheduler for DelayBased {
             if let Some(d) = p.delay_skew_us() {
                 min_known = Some(min_known.map_or(d, |m| m.min(d)));
             }
+            self.candidates.push(c);
         }
         let bits = (packet.backlog as u64).saturating_mul(packet.wire_bytes as u64 * 8);
         let backlog = Duration::from_secs_f64(bits as f64 / capped_bps.max(1) as f64);
@@ -211,34 +341,44 @@ impl Scheduler for DelayBased {
         // nothing while another can (its stand-in capacity would make it look first); the
         // earliest, ties to the lower id.
         let min_known = min_known.unwrap_or(0);
-        let mut best: Option<(i64, PathId, usize)> = None;
-        for (i, p) in paths.iter().enumerate().filter(|(_, p)| candidate(p)) {
-            let t = predicted_delivery(now, packet.wire_bytes, p, min_known);
-            let t = if p.start_window_full() {
+        let mut best: Option<(i64, PathId, Candidate)> = None;
+        for &c in &self.candidates {
+            let p = &paths[c.index];
+            let t = c.predicted_delivery(packet.wire_bytes, p, min_known);
+            let t = if c.start_window_full {
                 t.saturating_add(i64::MAX / 4)
-            } else if p.queue_delay(now) >= QUEUE_CAP || window_full(p) {
+            } else if c.queue >= QUEUE_CAP || c.window_full {
                 t + backlog_us
             } else {
                 t
             };
             if best.is_none_or(|(bt, id, _)| (t, p.id()) < (bt, id)) {
-                best = Some((t, p.id(), i));
+                best = Some((t, p.id(), c));
             }
         }
-        let pick = best.map_or(0, |(_, _, i)| i);
-        if capped(&paths[pick]) {
+        let pick = best.map_or_else(|| Candidate::of(now, 0, &paths[0], slowest), |b| b.2);
+        if pick.capped() {
             self.backlog_full = backlog >= HOLD_MAX;
-            // A full window opens with feedback; the retry is only a safety net then.
-            let p = &paths[pick];
-            let wait = if window_full(p) && p.queue_delay(now) < QUEUE_CAP {
-                WINDOW_RETRY
-            } else {
-                p.queue_delay(now).saturating_sub(QUEUE_CAP)
-            };
-            self.retry_at = Some(now + wait.max(Duration::from_millis(1)));
+            self.hold = best.map(|(t, _, c)| Held {
+                until: self.hold_until(now, paths, &c, t, packet.wire_bytes, min_known, backlog_us),
+                window_full: c.window_full,
+                drain_at: now + c.queue,
+            });
+            self.retry_at = Some(hold_retry(now, pick.window_full, pick.queue));
             return Choice::Hold;
         }
-        Choice::Path(paths[pick].id())
+        Choice::Path(paths[pick.index].id())
+    }
+
+    /// The same decision while nothing but the time changed, until [`Held::until`].
+    fn renew_hold(&mut self, now: Instant) -> bool {
+        let Some(h) = self.hold.filter(|h| now < h.until) else {
+            self.hold = None;
+            return false;
+        };
+        let queue = h.drain_at.saturating_duration_since(now);
+        self.retry_at = Some(hold_retry(now, h.window_full, queue));
+        true
     }
 
     fn backlog_full(&self) -> bool {
@@ -359,6 +499,45 @@ mod tests {
             DelayBased::default().select(T0, &meta(0), &ps),
             Choice::Path(1)
         );
+    }
+
+    #[test]
+    fn a_renewed_hold_is_what_deciding_again_would_give() {
+        // 1.2 Mbit/s each (10 ms per 1500-byte datagram), 50 and 400 ms: the short path's
+        // queue is past the cap (200 ms), then time passes with nothing sent or
+        // acknowledged. Wherever the hold is renewed, deciding again holds too, with the
+        // same retry and backlog; it ends before the queue falls under the cap.
+        let mut ps = paths(&[
+            PathSpec::new(0, 1_200_000).delay_ms(50),
+            PathSpec::new(1, 1_200_000).delay_ms(400),
+        ]);
+        for _ in 0..20 {
+            ps[0].send_for_test(T0, 1500);
+        }
+        let mut m = meta(0);
+        m.backlog = 10;
+        let mut s = DelayBased::default();
+        assert_eq!(s.select(T0, &m, &ps), Choice::Hold);
+        let mut renewed = 0;
+        let mut sent_at = None;
+        for ms in 1..400 {
+            let now = T0 + Duration::from_millis(ms);
+            if s.renew_hold(now) {
+                renewed += 1;
+                let mut fresh = s.clone();
+                assert_eq!(fresh.select(now, &m, &ps), Choice::Hold, "{ms} ms");
+                assert_eq!(
+                    (fresh.retry_at(), fresh.backlog_full()),
+                    (s.retry_at(), s.backlog_full()),
+                    "{ms} ms"
+                );
+            } else if s.select(now, &m, &ps) != Choice::Hold {
+                sent_at = Some(ms);
+                break;
+            }
+        }
+        assert!(renewed >= 40, "{renewed}");
+        assert_eq!(sent_at, Some(51));
     }
 
     #[test]

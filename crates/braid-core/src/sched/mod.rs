@@ -86,6 +86,17 @@ pub trait Scheduler: Send {
         None
     }
 
+    /// After a [`Choice::Hold`], with nothing changed since but the time (no send, no
+    /// feedback, no change to the paths or the send queue, and the same packet at its
+    /// head): whether the packet is still held at `now`, without deciding again. `true`
+    /// only where [`Scheduler::select`] would hold it too, with the same
+    /// [`Scheduler::retry_at`] and [`Scheduler::backlog_full`] (which this updates);
+    /// `false` to be asked again. A session polled often while a packet waits (the
+    /// simulator polls every engine at every instant) decides once instead of every time.
+    fn renew_hold(&mut self, _now: Instant) -> bool {
+        false
+    }
+
     /// After a [`Choice::Hold`]: whether the packets waiting are already too many, so that
     /// the session should refuse new ones until they shrink.
     fn backlog_full(&self) -> bool {

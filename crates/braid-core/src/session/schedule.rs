@@ -68,6 +68,10 @@ pub(super) struct Scheduling {
     /// The scheduler holds the head of the send queue and the queue is too long: refuse new
     /// packets.
     pub(super) backlog_full: bool,
+    /// The class whose scheduler held the head of the send queue, while nothing but the
+    /// time has changed since (no input, nothing sent): that scheduler may renew its hold
+    /// without deciding again ([`Scheduler::renew_hold`]).
+    pub(super) held_class: Option<usize>,
 }
 
 impl Scheduling {
@@ -93,6 +97,7 @@ impl Scheduling {
             arrivals: VecDeque::new(),
             retry_at: None,
             backlog_full: false,
+            held_class: None,
         }
     }
 }
@@ -104,16 +109,24 @@ impl Session {
             return Some(t);
         }
         let (fixed, packet) = self.send_queue.front()?;
+        if let Some(class) = self.scheduling.held_class.take() {
+            let sch = &mut self.scheduling;
+            let scheduler = &mut sch.schedulers[class];
+            // A lookup would sweep the flow table first: decide again.
+            if !sch.flows.sweep_due(now) && scheduler.renew_hold(now) {
+                sch.retry_at = scheduler.retry_at();
+                sch.backlog_full = scheduler.backlog_full();
+                sch.held_class = Some(class);
+                return None;
+            }
+        }
         let seq = fixed.unwrap_or(self.next_data_seq);
         let wire_bytes =
             HEADER_LEN + 4 + DATA_FIXED_LEN + packet.len() + self.config.datagram_overhead;
         let info = flow::parse::parse(packet);
         let classes = &self.config.classes;
         let sch = &mut self.scheduling;
-        let flow = info.and_then(|i| {
-            sch.flows
-                .observe_outgoing(now, &i, |i| classify(classes, i))
-        });
+        let flow = info.and_then(|i| sch.flows.lookup_outgoing(now, &i, |i| classify(classes, i)));
         let class = flow.map_or(0, |f| f.class).min(sch.schedulers.len() - 1);
         let scheduler = &mut sch.schedulers[class];
         let needs_counts =
@@ -140,6 +153,12 @@ impl Session {
             Choice::Hold => {
                 sch.retry_at = scheduler.retry_at();
                 sch.backlog_full = scheduler.backlog_full();
+                // Unless the lookup counted something (a new flow refused by a full table)
+                // or the scheduler counts active flows (which age with time).
+                let counted = info.is_some() && flow.is_none();
+                if !counted && !scheduler.pins_flows() {
+                    sch.held_class = Some(class);
+                }
                 return None;
             }
             Choice::Path(id) => (self.index[usize::from(id)].map(usize::from)?, false),
@@ -148,6 +167,10 @@ impl Session {
                 (first, true)
             }
         };
+        // Counted once, now that it is sent (a held packet is looked up on every poll).
+        if let Some((i, f)) = info.zip(flow) {
+            sch.flows.record_sent(now, &i, &f);
+        }
         let pinned_here =
             scheduler.pins_flows() && flow.is_some_and(|f| f.pinned != Some(self.paths[pi].id()));
         scheduler.on_sent(now, self.paths[pi].id(), &meta);
