@@ -104,7 +104,7 @@ impl RpcFlow {
     pub fn on_data(&mut self, now: Instant, link: PathId, seg: &Segment) {
         self.last_active = now;
         let len = u64::from(seg.payload_len) + u64::from(seg.syn()) + u64::from(seg.fin());
-        let start = seq::unwrap(seg.seq, self.meta.highest_sent());
+        let start = seq::extend(seg.seq, self.meta.highest_sent());
         if let Some(order) = self.meta.on_sent(now, link, start, start + len) {
             self.loss.on_sent(link, order, start.max(self.meta.cum()));
         }
@@ -118,12 +118,12 @@ impl RpcFlow {
             return;
         };
         let old_cum = self.meta.cum();
-        let ack = seq::unwrap(ack, old_cum);
+        let ack = seq::extend(ack, old_cum);
         let sack: Vec<(u64, u64)> = seg
             .options
             .sack()
             .iter()
-            .map(|b| (seq::unwrap(b.left, old_cum), seq::unwrap(b.right, old_cum)))
+            .map(|b| (seq::extend(b.left, old_cum), seq::extend(b.right, old_cum)))
             .collect();
         self.ids.clear();
         self.lost.clear();
@@ -248,7 +248,7 @@ impl RpcFlow {
         };
         let mut rw = Rewrite::default();
         if let Some(wire_ack) = seg.ack {
-            let own = seq::unwrap(wire_ack, self.meta.cum());
+            let own = seq::extend(wire_ack, self.meta.cum());
             let cum = self.meta.cum();
             let to = match form {
                 Form::Resequenced(to) => to,

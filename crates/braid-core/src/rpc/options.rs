@@ -77,7 +77,10 @@ pub fn parse(opts: &[u8]) -> Result<Options, OptionError> {
             .ok_or(OptionError::Truncated(at))?;
         match kind {
             KIND_SACK => {
-                if body.is_empty() || body.len() % 8 != 0 || body.len() / 8 > MAX_SACK_BLOCKS {
+                if body.is_empty()
+                    || !body.len().is_multiple_of(8)
+                    || body.len() / 8 > MAX_SACK_BLOCKS
+                {
                     return Err(OptionError::BadLength(at));
                 }
                 for (i, b) in body.chunks_exact(8).enumerate() {

@@ -176,7 +176,7 @@ pub fn tcp_sum(packet: &[u8], tcp_at: usize) -> u16 {
 #[cfg(test)]
 pub(crate) fn build(v6: bool, seq: u32, ack: Option<u32>, opts: &[u8], payload: usize) -> Vec<u8> {
     let mut opts = opts.to_vec();
-    while opts.len() % 4 != 0 {
+    while !opts.len().is_multiple_of(4) {
         opts.push(0);
     }
     let ip = if v6 { 40 } else { 20 };

@@ -6,7 +6,7 @@
 pub const BASE: u64 = 1 << 32;
 
 /// The 64-bit number nearest `reference` whose low 32 bits are `seq` (RFC 1982 arithmetic).
-pub fn unwrap(seq: u32, reference: u64) -> u64 {
+pub fn extend(seq: u32, reference: u64) -> u64 {
     let diff = seq.wrapping_sub(reference as u32) as i32;
     reference.saturating_add_signed(i64::from(diff))
 }
@@ -23,10 +23,10 @@ mod tests {
     #[test]
     fn unwraps_across_the_wrap() {
         let r = BASE + u64::from(u32::MAX) - 10;
-        assert_eq!(unwrap(5, r), BASE + (1 << 32) + 5);
-        assert_eq!(unwrap(u32::MAX - 20, r), r - 10);
-        assert_eq!(unwrap(wire(r), r), r);
-        assert_eq!(unwrap(7, 3), 7);
-        assert_eq!(unwrap(u32::MAX, 0), 0, "saturates rather than underflows");
+        assert_eq!(extend(5, r), BASE + (1 << 32) + 5);
+        assert_eq!(extend(u32::MAX - 20, r), r - 10);
+        assert_eq!(extend(wire(r), r), r);
+        assert_eq!(extend(7, 3), 7);
+        assert_eq!(extend(u32::MAX, 0), 0, "saturates rather than underflows");
     }
 }

@@ -26,11 +26,13 @@ fn figure4_history() -> (MetaState, LossDetector) {
     (m, d)
 }
 
+/// One input of Figure 4: cumulative ACK, SACK block, identified (segment, link), lost.
+type Snapshot = (u64, (u64, u64), &'static [(u64, PathId)], &'static [u64]);
+
 #[test]
 fn figure4_snapshots_identify_and_detect() {
     let (mut m, mut d) = figure4_history();
-    // (cumulative ACK, SACK block) → (identified segments and links, lost segments).
-    let inputs: [(u64, (u64, u64), &[(u64, PathId)], &[u64]); 7] = [
+    let inputs: [Snapshot; 7] = [
         (20, (21, 22), &[(21, 2)], &[]),          // I
         (20, (23, 24), &[(23, 2)], &[]),          // II
         (22, (23, 24), &[(20, 1)], &[]),          // III
