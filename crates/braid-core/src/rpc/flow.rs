@@ -76,7 +76,7 @@ impl RpcFlow {
         RpcFlow {
             key,
             meta: MetaState::new(base, cfg.history),
-            loss: LossDetector::new(cfg.history),
+            loss: LossDetector::new(cfg.loss_threshold, cfg.history),
             reseq: Resequencer::new(cfg.max_hold, cfg.max_held),
             state: RpcState::Normal,
             recovery_point: base,

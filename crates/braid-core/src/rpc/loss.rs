@@ -1,18 +1,27 @@
 //! Per-link loss detection from the scheduling history (PRISM §5.2.3): packets scheduled
-//! on one link reach the receiver in the order sent, so when a segment sent on a link is
-//! reported, every segment sent earlier on that link and still unreported is lost
-//! (Figure 4, snapshot VI). This is the paper's threshold of one; TCP's is three
-//! duplicate ACKs.
+//! on one link reach the receiver in the order sent, so once `threshold` segments sent on
+//! a link after an unreported one are reported, that one is lost. The paper's threshold
+//! is one (Figure 4, snapshot VI); TCP's is three duplicate ACKs; "any threshold can be
+//! set", and a larger one tolerates links that reorder a little.
 
 use std::collections::VecDeque;
 
-use super::meta::{Identified, MetaState, Record};
+use super::meta::{Identified, MetaState, Record, SegmentState};
 use crate::PathId;
 
-/// One link's transmissions in send order: `(order, start)`.
+/// One link's transmissions in send order, and how many of them are reported.
 #[derive(Clone, Debug, Default)]
+struct LinkQueue {
+    /// `(order, start, reported)`, orders increasing.
+    sent: VecDeque<(u64, u64, bool)>,
+    reported: usize,
+}
+
+/// Loss detection over every link of a flow.
+#[derive(Clone, Debug)]
 pub struct LossDetector {
-    links: Vec<VecDeque<(u64, u64)>>,
+    links: Vec<LinkQueue>,
+    threshold: usize,
     capacity: usize,
 }
 
@@ -25,9 +34,10 @@ pub struct Lost {
 
 impl LossDetector {
     /// `capacity` bounds each link's queue (the meta-state's capacity is enough).
-    pub fn new(capacity: usize) -> Self {
+    pub fn new(threshold: usize, capacity: usize) -> Self {
         LossDetector {
             links: Vec::new(),
+            threshold: threshold.max(1),
             capacity: capacity.max(1),
         }
     }
@@ -35,37 +45,50 @@ impl LossDetector {
     pub fn on_sent(&mut self, link: PathId, order: u64, start: u64) {
         let i = usize::from(link);
         if self.links.len() <= i {
-            self.links.resize_with(i + 1, VecDeque::new);
+            self.links.resize_with(i + 1, LinkQueue::default);
         }
         let q = &mut self.links[i];
-        q.push_back((order, start));
-        if q.len() > self.capacity {
-            q.pop_front();
+        q.sent.push_back((order, start, false));
+        if q.sent.len() > self.capacity {
+            if let Some((_, _, true)) = q.sent.pop_front() {
+                q.reported -= 1;
+            }
         }
     }
 
     /// After `identified` were reported, declares lost (in `meta` and on `out`) the
-    /// segments sent earlier on the same link that are still outstanding.
+    /// segments of each link that at least `threshold` later ones on it overtook.
     pub fn detect(&mut self, meta: &mut MetaState, identified: &[Identified], out: &mut Vec<Lost>) {
-        for (i, q) in self.links.iter_mut().enumerate() {
-            let Some(latest) = identified
-                .iter()
-                .filter(|d| usize::from(d.link) == i)
-                .map(|d| d.order)
-                .max()
-            else {
+        for d in identified {
+            let Some(q) = self.links.get_mut(usize::from(d.link)) else {
                 continue;
             };
-            while let Some(&(order, start)) = q.front() {
-                if order > latest {
-                    break;
+            if let Ok(i) = q.sent.binary_search_by_key(&d.order, |e| e.0) {
+                if !q.sent[i].2 {
+                    q.sent[i].2 = true;
+                    q.reported += 1;
                 }
-                q.pop_front();
-                if order < latest {
+            }
+        }
+        for q in &mut self.links {
+            // Every reported entry lies after the front, so `reported` counts those that
+            // overtook it.
+            while let Some(&(order, start, reported)) = q.sent.front() {
+                if reported {
+                    q.reported -= 1;
+                } else if meta
+                    .record(start)
+                    .is_some_and(|r| r.order == order && r.state == SegmentState::Outstanding)
+                {
+                    if q.reported < self.threshold {
+                        break;
+                    }
                     if let Some(record) = meta.mark_lost(start, order) {
                         out.push(Lost { start, record });
                     }
                 }
+                // Else it was acknowledged or resent elsewhere: nothing to judge.
+                q.sent.pop_front();
             }
         }
     }
@@ -73,7 +96,6 @@ impl LossDetector {
 
 #[cfg(test)]
 mod tests {
-    use super::super::meta::SegmentState;
     use super::*;
     use crate::time::Instant;
 
@@ -85,7 +107,7 @@ mod tests {
     #[test]
     fn a_later_arrival_on_the_same_link_reveals_the_loss() {
         let mut m = MetaState::new(0, 100);
-        let mut d = LossDetector::new(100);
+        let mut d = LossDetector::new(1, 100);
         for s in 0..6 {
             send(&mut m, &mut d, (s % 2) as PathId, s);
         }
@@ -104,5 +126,30 @@ mod tests {
         d.detect(&mut m, &ids, &mut lost);
         assert_eq!(lost.iter().map(|l| l.start).collect::<Vec<_>>(), vec![0, 2]);
         assert_eq!(m.record(1).unwrap().state, SegmentState::Outstanding);
+    }
+
+    #[test]
+    fn a_threshold_tolerates_reordering_within_a_link() {
+        let mut m = MetaState::new(0, 100);
+        let mut d = LossDetector::new(2, 100);
+        for s in 0..4 {
+            send(&mut m, &mut d, 0, s);
+        }
+        let mut ids = Vec::new();
+        let mut lost = Vec::new();
+        m.identify(0, &[(1, 2)], &mut ids);
+        d.detect(&mut m, &ids, &mut lost);
+        assert!(lost.is_empty(), "one overtaking segment is not enough");
+        ids.clear();
+        m.identify(0, &[(1, 3)], &mut ids);
+        d.detect(&mut m, &ids, &mut lost);
+        assert_eq!(lost.iter().map(|l| l.start).collect::<Vec<_>>(), vec![0]);
+        // A segment reported before the front's verdict counts once the front goes.
+        ids.clear();
+        lost.clear();
+        m.identify(4, &[], &mut ids);
+        d.detect(&mut m, &ids, &mut lost);
+        assert!(lost.is_empty());
+        assert!(d.links[0].sent.is_empty() && d.links[0].reported == 0);
     }
 }

@@ -50,6 +50,8 @@ pub struct RpcConfig {
     pub max_hold: Duration,
     /// ACKs held per flow (the paper's 3 KB is 50 ACKs; braid's windows are larger).
     pub max_held: usize,
+    /// Later segments on a link reported before an unreported one is lost (§5.2.3: one).
+    pub loss_threshold: usize,
     /// Segments remembered per flow.
     pub history: usize,
     /// Flows tracked; the least recently active goes first.
@@ -61,6 +63,7 @@ impl Default for RpcConfig {
         RpcConfig {
             max_hold: Duration::from_millis(500),
             max_held: 1024,
+            loss_threshold: 1,
             history: 4096,
             max_flows: 1024,
         }
