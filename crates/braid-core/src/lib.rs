@@ -11,6 +11,7 @@
 //! - [`sched`]: the [`sched::Scheduler`] trait and the path schedulers behind it.
 //! - [`fec`]: the [`fec::LossRecovery`] trait and the loss-masking methods behind it.
 //! - [`reorder`]: the resequencing buffer with hole timeout (PluriBus §5).
+//! - [`rpc`]: PRISM's Reverse Path Controller, ACK control for striped TCP (PRISM §5-6).
 //! - [`flow`]: inner flows: 5-tuples, the bounded flow table, inner TCP retransmissions.
 //! - [`class`]: traffic classes, each with its own scheduler.
 //! - [`compress`]: inner IPv4/TCP header compression between the two ends.
@@ -30,6 +31,7 @@ pub mod htppr;
 pub mod metered;
 pub mod path;
 pub mod reorder;
+pub mod rpc;
 pub mod sched;
 pub mod session;
 pub mod stats;
