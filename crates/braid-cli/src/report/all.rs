@@ -128,6 +128,10 @@ pub fn run_all(plan: Plan, mut each: impl FnMut(&Entry, &ListBar)) -> Vec<Entry>
             .clone()
             .err()
         };
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "how long a benchmark took, for the report: the CLI's own wall clock"
+        )]
         let start = Instant::now();
         let mut text = None;
         let outcome = match skip {

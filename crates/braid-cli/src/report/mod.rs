@@ -79,7 +79,7 @@ const STYLE: &str = "body{font-family:sans-serif;max-width:980px;margin:2em auto
 color:#222}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}\
 td.n{text-align:right}.met{color:#060}.not{color:#b00}.other{color:#666}\
 section{border-top:1px solid #ccc;margin-top:2em}pre{background:#f4f4f4;padding:6px;\
-overflow-x:auto}svg{max-width:100%;height:auto;display:block;margin:1em 0}";
+overflow-x:auto}.key{font-size:85%;color:#444}svg{max-width:100%;height:auto;display:block;margin:1em 0}";
 
 /// The whole page.
 pub fn render(entries: &[Entry]) -> String {
@@ -232,8 +232,14 @@ fn plots(bench: &str, r: &Value) -> Vec<anyhow::Result<String>> {
         )),
         // oSCTP Fig 9: fraction of ideal at each pair of paths, per scheduler.
         "osctp-fig9" => out.push(osctp_fig9(sys, &refs())),
+        // PluriBus Fig 8: median FCT per system, the paper's beside ours.
+        "pluribus-fig8" => out.push(pluribus_fig8(sys)),
+        // PluriBus Fig 9: median FCT against load scale, MinConnPath and PluriBus.
+        "pluribus-fig9" => out.push(pluribus_fig9(sys)),
+        // PluriBus Fig 14: share of coded packets against load scale.
+        "pluribus-fig14" => out.push(pluribus_fig14(sys)),
         _ => {
-            if let Some(p) = generic_points(sys) {
+            if let Some(p) = generic_rows(sys) {
                 out.push(p);
             }
             for (key, bars) in flat_numbers(sys).into_iter().take(2) {
@@ -303,14 +309,7 @@ fn series_of(rows: &[Value], y_key: &str, x: impl Fn(usize, &Value) -> f64) -> V
         };
         for (name, v) in obj {
             let Some(y) = v.as_f64() else { continue };
-            let p = (x(i, row), y);
-            match series.iter_mut().find(|s| &s.name == name) {
-                Some(s) => s.points.push(p),
-                None => series.push(Series {
-                    name: name.clone(),
-                    points: vec![p],
-                }),
-            }
+            push_point(&mut series, name.clone(), (x(i, row), y));
         }
     }
     series
@@ -346,52 +345,334 @@ fn osctp_fig9(sys: &Value, refs: &[Reference]) -> anyhow::Result<String> {
     )
 }
 
-/// Names that make a good x axis, in order of preference.
-const X_KEYS: [&str; 10] = [
+/// The median FCT of a flows report (`flows.fct_ms.median`).
+fn median_fct(flows: &Value) -> Option<f64> {
+    flows["fct_ms"]["median"].as_f64()
+}
+
+fn pluribus_fig8(sys: &Value) -> anyhow::Result<String> {
+    let obj = sys.as_object().context("systems is not an object")?;
+    let names: Vec<String> = obj.keys().cloned().collect();
+    let mut ours = Series {
+        name: "braid's simulation".into(),
+        points: Vec::new(),
+    };
+    let mut paper = Series {
+        name: "paper".into(),
+        points: Vec::new(),
+    };
+    for (i, v) in obj.values().enumerate() {
+        if let Some(y) = median_fct(&v["flows"]) {
+            ours.points.push((i as f64, y));
+        }
+        if let Some(y) = v["paper_median_ms"].as_f64() {
+            paper.points.push((i as f64, y));
+        }
+    }
+    plot::lines(
+        "median flow completion time per system",
+        "system",
+        "median FCT, ms",
+        &[ours, paper],
+        Some(&names),
+        &[],
+    )
+}
+
+fn pluribus_fig9(sys: &Value) -> anyhow::Result<String> {
+    let rows = sys["points"].as_array().context("no systems.points")?;
+    let mut series = Vec::new();
+    for r in rows {
+        let Some(x) = r["scale"].as_f64() else {
+            continue;
+        };
+        for (key, name) in [("min_conn_path", "MinConnPath"), ("pluribus", "PluriBus")] {
+            if let Some(y) = median_fct(&r[key]) {
+                push_point(&mut series, name.to_owned(), (x, y));
+            }
+        }
+    }
+    plot::lines(
+        "median flow completion time against load scale",
+        "load scale",
+        "median FCT, ms",
+        &series,
+        None,
+        &[],
+    )
+}
+
+fn pluribus_fig14(sys: &Value) -> anyhow::Result<String> {
+    let rows = sys["points"].as_array().context("no systems.points")?;
+    let points = rows
+        .iter()
+        .filter_map(|r| Some((r["scale"].as_f64()?, r["coded_share"].as_f64()?)))
+        .collect();
+    plot::lines(
+        "share of coded packets against load scale",
+        "load scale",
+        "coded share",
+        &[Series {
+            name: "PluriBus".into(),
+            points,
+        }],
+        None,
+        &[],
+    )
+}
+
+/// Names that make a good numeric x axis, in order of preference.
+const X_KEYS: [&str; 12] = [
     "links",
     "paths",
     "disparity",
+    "scale",
     "load_scale",
     "load",
     "loss",
     "offset",
     "rtt_difference_ms",
+    "delay_difference_ms",
     "delay_ms",
     "ms",
 ];
 
-/// Where `systems.points` rows hold an object of per-system numbers: a line per system.
-fn generic_points(sys: &Value) -> Option<anyhow::Result<String>> {
-    let rows = sys["points"].as_array()?;
-    let first = rows.first()?.as_object()?;
-    let y_key = first
-        .iter()
-        .find(|(_, v)| {
-            v.as_object()
-                .is_some_and(|o| o.values().all(Value::is_number))
-        })
-        .map(|(k, _)| k.clone())?;
-    let x_key = X_KEYS
-        .iter()
-        .find(|k| first.get(**k).is_some_and(Value::is_number))
-        .copied();
-    let series = series_of(rows, &y_key, |i, row| {
-        x_key.and_then(|k| row[k].as_f64()).unwrap_or(i as f64)
-    });
-    Some(plot::lines(
-        &format!("{y_key} per system"),
-        x_key.unwrap_or("point"),
-        &y_key,
-        &series,
-        None,
-        &[],
-    ))
+/// Names that label a categorical x axis, in order of preference.
+const LABEL_KEYS: [&str; 5] = ["case", "set", "end_hosts", "panel", "name"];
+
+type Row = serde_json::Map<String, Value>;
+
+/// Rows of a benchmark's figures, each at an x position.
+struct Rows<'a> {
+    /// Where they were found in `systems`.
+    name: String,
+    x_desc: String,
+    x_key: Option<String>,
+    xs: Vec<f64>,
+    /// Category names where the x axis is not numeric.
+    labels: Option<Vec<String>>,
+    /// Where the x axis is numeric and rows fall in groups (panels, kinds of end host):
+    /// each row's group, so that a series is drawn per group.
+    groups: Option<Vec<String>>,
+    rows: Vec<&'a Row>,
 }
 
-/// Objects of two or more flat numbers in `systems` (itself or one level down), as bars.
+/// The first table in `systems`: `points`, else another array of objects, else the
+/// objects it holds per system (keyed by name).
+fn find_rows(sys: &Value) -> Option<Rows<'_>> {
+    let obj = sys.as_object()?;
+    let arrays = std::iter::once(("points", &sys["points"])).chain(
+        obj.iter()
+            .filter(|(k, _)| k.as_str() != "points")
+            .map(|(k, v)| (k.as_str(), v)),
+    );
+    for (name, v) in arrays {
+        let Some(rows) = v.as_array() else { continue };
+        let rows: Vec<&Row> = rows.iter().filter_map(Value::as_object).collect();
+        let Some(first) = rows.first() else { continue };
+        let x_key = X_KEYS
+            .iter()
+            .find(|k| first.get(**k).is_some_and(Value::is_number))
+            .map(|k| (*k).to_owned());
+        let group_key = LABEL_KEYS.iter().copied().find(|k| {
+            let mut names = rows
+                .iter()
+                .filter_map(|r| r.get(*k).and_then(Value::as_str));
+            names.next().is_some_and(|a| names.any(|b| b != a))
+        });
+        let groups = x_key.as_ref().and(group_key).map(|k| {
+            rows.iter()
+                .map(|r| r.get(k).and_then(Value::as_str).unwrap_or("").to_owned())
+                .collect()
+        });
+        let (xs, labels, x_desc) = match &x_key {
+            Some(k) => (
+                rows.iter()
+                    .map(|r| r[k].as_f64().unwrap_or(f64::NAN))
+                    .collect(),
+                None,
+                k.clone(),
+            ),
+            None => {
+                let label_key = LABEL_KEYS
+                    .iter()
+                    .find(|k| first.get(**k).is_some_and(Value::is_string))
+                    .copied();
+                let labels = rows
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| {
+                        label_key
+                            .and_then(|k| r[k].as_str())
+                            .map_or_else(|| i.to_string(), str::to_owned)
+                    })
+                    .collect();
+                (
+                    (0..rows.len()).map(|i| i as f64).collect(),
+                    Some(labels),
+                    label_key.unwrap_or("row").to_owned(),
+                )
+            }
+        };
+        return Some(Rows {
+            name: name.to_owned(),
+            x_desc,
+            x_key,
+            xs,
+            labels,
+            groups,
+            rows,
+        });
+    }
+    // Per-system objects: one row per system, the systems as categories.
+    let per: Vec<(&String, &Row)> = obj
+        .iter()
+        .filter_map(|(k, v)| Some((k, v.as_object()?)))
+        .collect();
+    (per.len() >= 2).then(|| Rows {
+        name: "systems".to_owned(),
+        x_desc: "system".to_owned(),
+        x_key: None,
+        xs: (0..per.len()).map(|i| i as f64).collect(),
+        labels: Some(per.iter().map(|(k, _)| (*k).clone()).collect()),
+        groups: None,
+        rows: per.into_iter().map(|(_, r)| r).collect(),
+    })
+}
+
+/// Series from rows: a per-system object of numbers in each row; else the numeric fields
+/// that differ only in their prefix (`braid_mbps`, `best_single_mbps`); else every numeric
+/// field, when there are few.
+fn row_series(t: &Rows<'_>) -> Option<(String, Vec<Series>)> {
+    let first = t.rows.first()?;
+    let at = |i: usize| t.xs[i];
+    if let Some((key, _)) = first.iter().find(|(_, v)| {
+        v.as_object()
+            .is_some_and(|o| !o.is_empty() && o.values().all(Value::is_number))
+    }) {
+        let mut series = Vec::new();
+        for (i, r) in t.rows.iter().enumerate() {
+            for (name, v) in r.get(key).and_then(Value::as_object).into_iter().flatten() {
+                if let Some(y) = v.as_f64() {
+                    push_point(&mut series, group_name(t, i, name), (at(i), y));
+                }
+            }
+        }
+        return Some((key.clone(), series));
+    }
+    let fields: Vec<&String> = first
+        .iter()
+        .filter(|(k, v)| v.is_number() && Some(*k) != t.x_key.as_ref())
+        .map(|(k, _)| k)
+        .collect();
+    // The suffix shared by the most fields (the longest among equals).
+    let mut best: Option<(&str, Vec<(&String, &str)>)> = None;
+    for f in &fields {
+        for (i, _) in f.match_indices('_') {
+            let suffix = &f[i..];
+            let members: Vec<(&String, &str)> = fields
+                .iter()
+                .filter(|g| g.ends_with(suffix) && g.len() > suffix.len())
+                .map(|g| (*g, &g[..g.len() - suffix.len()]))
+                .collect();
+            let better = match &best {
+                None => members.len() >= 2,
+                Some((s, m)) => {
+                    members.len() > m.len() || (members.len() == m.len() && suffix.len() > s.len())
+                }
+            };
+            if better {
+                best = Some((suffix, members));
+            }
+        }
+    }
+    let (y_desc, picked): (String, Vec<(&String, String)>) = match best {
+        Some((suffix, members)) => (
+            suffix.trim_start_matches('_').to_owned(),
+            members
+                .into_iter()
+                .map(|(f, p)| (f, p.to_owned()))
+                .collect(),
+        ),
+        None if (1..=6).contains(&fields.len()) => (
+            "value".to_owned(),
+            fields.iter().map(|f| (*f, (*f).clone())).collect(),
+        ),
+        None => return None,
+    };
+    let mut series = Vec::new();
+    for (field, name) in picked {
+        for (i, r) in t.rows.iter().enumerate() {
+            if let Some(y) = r.get(field).and_then(Value::as_f64) {
+                push_point(&mut series, group_name(t, i, &name), (at(i), y));
+            }
+        }
+    }
+    Some((y_desc, series))
+}
+
+/// A series' name, with row `i`'s group where the rows have groups.
+fn group_name(t: &Rows<'_>, i: usize, name: &str) -> String {
+    match &t.groups {
+        Some(g) => format!("{name} ({})", g[i]),
+        None => name.to_owned(),
+    }
+}
+
+/// Adds `p` to the series called `name`, made if new (series keep first-seen order).
+fn push_point(series: &mut Vec<Series>, name: String, p: (f64, f64)) {
+    match series.iter_mut().find(|s| s.name == name) {
+        Some(s) => s.points.push(p),
+        None => series.push(Series {
+            name,
+            points: vec![p],
+        }),
+    }
+}
+
+/// A line per series found in the first table of `systems`; where its categories are
+/// numbered, a key to them follows the plot.
+fn generic_rows(sys: &Value) -> Option<anyhow::Result<String>> {
+    let t = find_rows(sys)?;
+    let (y_desc, series) = row_series(&t)?;
+    let key = match &t.labels {
+        Some(names) if names.len() > plot::MAX_NAMED => {
+            let items: Vec<String> = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| format!("{} {}", i + 1, esc(n)))
+                .collect();
+            format!(
+                "<p class=\"key\">{}: {}</p>",
+                esc(&t.x_desc),
+                items.join(", ")
+            )
+        }
+        _ => String::new(),
+    };
+    let plot = plot::lines(
+        &if t.name == "systems" {
+            y_desc.clone()
+        } else {
+            format!("{}: {y_desc}", t.name)
+        },
+        &t.x_desc,
+        &y_desc,
+        &series,
+        t.labels.as_deref(),
+        &[],
+    );
+    Some(plot.map(|svg| svg + &key))
+}
+
+/// Objects of two or more flat numbers keyed by system (one key is braid's), in `systems`
+/// or one level down, as bars.
 fn flat_numbers(sys: &Value) -> Vec<(String, Vec<(String, f64)>)> {
-    let bars = |o: &serde_json::Map<String, Value>| -> Option<Vec<(String, f64)>> {
-        (o.len() >= 2 && o.values().all(Value::is_number)).then(|| {
+    let bars = |o: &Row| -> Option<Vec<(String, f64)>> {
+        (o.len() >= 2
+            && o.values().all(Value::is_number)
+            && o.keys().any(|k| k.starts_with("braid")))
+        .then(|| {
             o.iter()
                 .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
                 .collect()

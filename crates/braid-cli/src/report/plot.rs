@@ -48,7 +48,9 @@ impl Ranged for Ticks {
 }
 
 /// Width and height of every plot, pixels.
-const SIZE: (u32, u32) = (720, 360);
+const SIZE: (u32, u32) = (720, 400);
+/// Categories named on the x axis; more are numbered from 1.
+pub const MAX_NAMED: usize = 6;
 /// Bar charts have a few bars only.
 const BAR_SIZE: (u32, u32) = (560, 320);
 
@@ -165,6 +167,8 @@ pub fn lines(
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
+        // Many categories are numbered from 1 (the caller names them beside the plot).
+        let numbered = x_labels.is_some_and(|l| l.len() > MAX_NAMED);
         let mut builder = ChartBuilder::on(&root);
         builder
             .caption(title, ("sans-serif", 20))
@@ -175,8 +179,12 @@ pub fn lines(
             match x_labels {
                 Some(names) => {
                     let i = v.round();
-                    if (v - i).abs() < 1e-6 && i >= 0.0 {
-                        names.get(i as usize).cloned().unwrap_or_default()
+                    if (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len() {
+                        if numbered {
+                            format!("{}", i as usize + 1)
+                        } else {
+                            names[i as usize].clone()
+                        }
                     } else {
                         String::new()
                     }
@@ -204,6 +212,9 @@ pub fn lines(
             .x_label_formatter(&label_of)
             .label_style(("sans-serif", 14))
             .axis_desc_style(("sans-serif", 14));
+        if let Some(names) = x_labels {
+            mesh.x_labels(names.len());
+        }
         mesh.draw().map_err(err)?;
         for (i, s) in series.iter().enumerate() {
             let c = colour(i);
