@@ -108,8 +108,17 @@ pub fn parse_lines(text: &str) -> anyhow::Result<Vec<Entry>> {
 }
 
 /// Runs every benchmark in the registry's order, calling `each` as each one ends.
-pub fn run_all(plan: Plan, mut each: impl FnMut(&Entry, &ListBar)) -> Vec<Entry> {
-    let list = braid_bench::list();
+pub fn run_all(plan: Plan, each: impl FnMut(&Entry, &ListBar)) -> Vec<Entry> {
+    run_list(braid_bench::list(), plan, each)
+}
+
+/// Runs the benchmarks of `list` in turn: a failed or panicking one is recorded and the
+/// rest still run.
+pub fn run_list(
+    list: &[&dyn braid_bench::Bench],
+    plan: Plan,
+    mut each: impl FnMut(&Entry, &ListBar),
+) -> Vec<Entry> {
     let bar = ListBar::new(list.len());
     // Whether the lab can run here, asked once and only if a lab benchmark would run.
     let mut lab: Option<Result<(), String>> = None;

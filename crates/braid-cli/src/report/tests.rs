@@ -101,3 +101,69 @@ fn lines_round_trip_and_failures_show() {
     assert!(all::parse_lines("{\"x\": 1}").is_err());
     assert!(all::parse_lines("not json").is_err());
 }
+
+/// A stand-in benchmark that reports, fails or panics as told.
+struct Fake(&'static str, u8);
+
+impl braid_bench::Bench for Fake {
+    fn name(&self) -> &'static str {
+        self.0
+    }
+    fn summary(&self) -> &'static str {
+        "a stand-in"
+    }
+    fn needs_root(&self) -> bool {
+        self.1 == 3
+    }
+    fn run(
+        &self,
+        opts: &mut braid_bench::Options<'_>,
+    ) -> Result<braid_bench::BenchReport, braid_bench::BenchError> {
+        opts.progress("half", 0.5);
+        match self.1 {
+            0 | 3 => Ok(braid_bench::BenchReport {
+                bench: self.0.into(),
+                seed: opts.seed,
+                quick: opts.quick,
+                systems: serde_json::json!({ "braid": 2.0, "other": 1.0 }),
+                headline: braid_bench::Headline::new("x", 2.0, Some(1.5), 1.8, true),
+                headlines: Vec::new(),
+                notes: vec!["a note".into()],
+                table: braid_bench::Table::new(["system"]),
+            }),
+            1 => Err(braid_bench::BenchError::Other("it broke".into())),
+            _ => panic!("it panicked"),
+        }
+    }
+}
+
+#[test]
+fn a_failed_or_panicking_benchmark_is_recorded_and_the_rest_still_run() {
+    let list: [&dyn braid_bench::Bench; 4] = [
+        &Fake("fails", 1),
+        &Fake("panics", 2),
+        &Fake("lab", 3),
+        &Fake("works", 0),
+    ];
+    let plan = Plan {
+        quick: true,
+        seed: 7,
+        skip_lab: true,
+    };
+    let mut seen = Vec::new();
+    let entries = all::run_list(&list, plan, |e, _| seen.push(e.bench.clone()));
+    assert_eq!(seen, ["fails", "panics", "lab", "works"]);
+    assert!(matches!(&entries[0].outcome, Outcome::Failed(e) if e == "it broke"));
+    assert!(matches!(&entries[1].outcome, Outcome::Failed(e) if e.contains("it panicked")));
+    assert!(matches!(&entries[2].outcome, Outcome::Skipped(e) if e.starts_with("--skip-lab")));
+    let Outcome::Ran(r) = &entries[3].outcome else {
+        panic!("{:?}", entries[3].outcome)
+    };
+    assert_eq!(r["seed"], 7);
+    assert!(entries[3].text.as_deref().unwrap().contains("note: a note"));
+    // The page: a section each, the flat per-system numbers as bars beside the headline.
+    let html = render(&entries);
+    assert_eq!(html.matches("<section id=").count(), 4);
+    assert_eq!(svgs(&html).len(), 2);
+    assert!(html.contains("Failed: it broke"));
+}
