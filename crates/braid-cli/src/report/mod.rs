@@ -50,7 +50,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         ),
     };
     let page = write_report(&entries, &a.out)?;
-    eprintln!("wrote {}", page.display());
+    eprintln!(
+        "wrote {}: {} ran, {} failed, {} skipped",
+        page.display(),
+        count(&entries, |o| matches!(o, Outcome::Ran(_))),
+        count(&entries, |o| matches!(o, Outcome::Failed(_))),
+        count(&entries, |o| matches!(o, Outcome::Skipped(_))),
+    );
     Ok(())
 }
 
