@@ -238,6 +238,8 @@ fn plots(bench: &str, r: &Value) -> Vec<anyhow::Result<String>> {
         )),
         // oSCTP Fig 9: fraction of ideal at each pair of paths, per scheduler.
         "osctp-fig9" => out.push(osctp_fig9(sys, &refs())),
+        // Simulated seconds per wall-clock second, per workload, against the goal.
+        "sim-speed" => out.push(per_system_bars(sys, "sim_per_wall", &refs()[..1])),
         // PluriBus Fig 8: median FCT per system, the paper's beside ours.
         "pluribus-fig8" => out.push(pluribus_fig8(sys)),
         // PluriBus Fig 9: median FCT against load scale, MinConnPath and PluriBus.
@@ -349,6 +351,16 @@ fn osctp_fig9(sys: &Value, refs: &[Reference]) -> anyhow::Result<String> {
         Some(&labels),
         refs,
     )
+}
+
+/// Bars of one field of each per-system object in `systems`.
+fn per_system_bars(sys: &Value, field: &str, refs: &[Reference]) -> anyhow::Result<String> {
+    let obj = sys.as_object().context("systems is not an object")?;
+    let bars: Vec<(String, f64)> = obj
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), v[field].as_f64()?)))
+        .collect();
+    plot::bars(&format!("{field} per system"), field, &bars, refs)
 }
 
 /// The median FCT of a flows report (`flows.fct_ms.median`).

@@ -118,6 +118,7 @@ pub fn bars(
             .configure_mesh()
             .disable_x_mesh()
             .x_label_formatter(&label)
+            .y_label_formatter(&|v| trim_number(*v))
             .label_style(("sans-serif", 14))
             .axis_desc_style(("sans-serif", 14))
             .y_desc(y_desc)
@@ -210,6 +211,7 @@ pub fn lines(
         mesh.x_desc(x_desc)
             .y_desc(y_desc)
             .x_label_formatter(&label_of)
+            .y_label_formatter(&|v| trim_number(*v))
             .label_style(("sans-serif", 14))
             .axis_desc_style(("sans-serif", 14));
         if let Some(names) = x_labels {
