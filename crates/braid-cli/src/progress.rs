@@ -54,7 +54,7 @@ impl ListBar {
             ProgressBar::with_draw_target(Some(total as u64 * STEPS), ProgressDrawTarget::stderr());
         bar.set_style(
             ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] [{bar:30}] {msg:40!} ETA {eta}",
+                "{spinner} [{elapsed_precise}] [{bar:20}] {msg:32!} ETA {eta}",
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
