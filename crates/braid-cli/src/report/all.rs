@@ -131,11 +131,9 @@ pub fn run_list(
         } else if plan.skip_lab {
             Some("--skip-lab: runs in the lab (root, network namespaces, real time)".to_owned())
         } else {
-            lab.get_or_insert_with(|| {
-                braid_lab::support::check(&[]).map_err(|e| format!("the lab cannot run here: {e}"))
-            })
-            .clone()
-            .err()
+            lab.get_or_insert_with(|| braid_lab::support::check(&[]).map_err(|e| e.to_string()))
+                .clone()
+                .err()
         };
         #[expect(
             clippy::disallowed_methods,
