@@ -125,6 +125,10 @@ impl Bench for LabBulk {
         "lab-bulk"
     }
 
+    fn needs_root(&self) -> bool {
+        true
+    }
+
     fn summary(&self) -> &'static str {
         "bulk TCP over 2-4 emulated paths in real kernels: braid vs Linux MPTCP vs the best single path (root)"
     }

@@ -82,6 +82,10 @@ impl Bench for LabBus {
         "lab-bus"
     }
 
+    fn needs_root(&self) -> bool {
+        true
+    }
+
     fn summary(&self) -> &'static str {
         "PluriBus bus links emulated, short web flows over real TCP: each link, MPTCP, braid (root)"
     }

@@ -18,6 +18,10 @@ impl Bench for LabEmulator {
         "lab-emulator"
     }
 
+    fn needs_root(&self) -> bool {
+        true
+    }
+
     fn summary(&self) -> &'static str {
         "the lab's link emulator at 10 and 100 Mbit/s: ping and iperf3 vs the model, delivery error (root)"
     }

@@ -39,6 +39,10 @@ impl Bench for LabFailover {
         "lab-failover"
     }
 
+    fn needs_root(&self) -> bool {
+        true
+    }
+
     fn summary(&self) -> &'static str {
         "one of two emulated paths blackholed under load: recovery time and resets, MPTCP vs braid (root)"
     }

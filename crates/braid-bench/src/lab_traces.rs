@@ -319,6 +319,10 @@ impl Bench for LabTraces {
         "lab-traces"
     }
 
+    fn needs_root(&self) -> bool {
+        true
+    }
+
     fn summary(&self) -> &'static str {
         "three pairs of recorded cellular links in real time: braid's defaults vs Linux MPTCP vs each link alone (root)"
     }

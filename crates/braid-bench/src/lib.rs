@@ -92,6 +92,11 @@ pub trait Bench: Sync {
     fn name(&self) -> &'static str;
     /// One line: what it measures and against what.
     fn summary(&self) -> &'static str;
+    /// Whether it runs in the lab (root, network namespaces, real time), so that
+    /// `braid bench all --skip-lab` and runs without root leave it out.
+    fn needs_root(&self) -> bool {
+        false
+    }
     /// Runs it.
     fn run(&self, opts: &mut Options<'_>) -> Result<BenchReport, BenchError>;
 }

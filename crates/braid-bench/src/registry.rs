@@ -57,5 +57,20 @@ mod tests {
             assert_eq!(find(b.name()).unwrap().name(), b.name());
         }
         assert!(matches!(find("nope"), Err(BenchError::Unknown(_))));
+        // `braid bench all` runs them all; no benchmark may take that name.
+        assert!(find("all").is_err());
+    }
+
+    #[test]
+    fn the_lab_benchmarks_say_they_need_root() {
+        for b in list() {
+            assert_eq!(
+                b.needs_root(),
+                b.summary().ends_with("(root)"),
+                "{}: needs_root() and its summary disagree",
+                b.name()
+            );
+        }
+        assert!(list().iter().filter(|b| b.needs_root()).count() >= 7);
     }
 }

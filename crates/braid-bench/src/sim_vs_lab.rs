@@ -153,6 +153,10 @@ impl Bench for SimVsLab {
         "sim-vs-lab"
     }
 
+    fn needs_root(&self) -> bool {
+        true
+    }
+
     fn summary(&self) -> &'static str {
         "the simulator's TCP model vs real kernels in the lab on the same scenario files: direct TCP and braid (root)"
     }

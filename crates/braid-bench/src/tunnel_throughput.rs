@@ -350,6 +350,10 @@ impl Bench for TunnelThroughput {
         "tunnel-throughput"
     }
 
+    fn needs_root(&self) -> bool {
+        true
+    }
+
     fn summary(&self) -> &'static str {
         "TCP through the real daemon (1 and 2 paths) vs plain veth and wireguard-go, Gbit/s and CPU s/GB (root)"
     }

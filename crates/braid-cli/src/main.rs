@@ -1,12 +1,13 @@
 //! `braid`: the command-line front end. Subcommands run the daemon (`gateway`, `server`,
-//! `status`), the simulator (`sim`), trace conversion (`trace`), the named benchmarks (`bench`), the lab (`lab`) and
-//! the demo (`demo`).
+//! `status`), the simulator (`sim`), trace conversion (`trace`), the named benchmarks (`bench`,
+//! `bench all`), the report of them all (`report`), the lab (`lab`) and the demo (`demo`).
 
 mod daemon;
 mod demo;
 mod keys;
 mod lab;
 mod progress;
+mod report;
 mod sim;
 mod trace;
 
@@ -40,8 +41,12 @@ enum Command {
     /// Work on link trace files (`braid trace convert`: docs/traces.md).
     #[command(subcommand)]
     Trace(trace::Command),
-    /// Run a named benchmark (see --list), comparing systems side by side in one run.
+    /// Run a named benchmark (see --list), comparing systems side by side in one run;
+    /// `braid bench all` runs every one in turn.
     Bench(BenchArgs),
+    /// Run every benchmark (or read `braid bench all --json` lines) and write a static HTML
+    /// page with the headline table and a plot per benchmark.
+    Report(report::Args),
     /// The real testbed: network namespaces, emulated links, real TCP, Linux MPTCP beside
     /// braid (needs root; docs/lab.md).
     Lab(lab::Args),
@@ -51,7 +56,7 @@ enum Command {
 
 #[derive(clap::Args)]
 struct BenchArgs {
-    /// Benchmark name (see --list).
+    /// Benchmark name (see --list), or `all` for every one in turn.
     #[arg(required_unless_present = "list")]
     name: Option<String>,
     /// List the benchmarks and exit.
@@ -66,6 +71,10 @@ struct BenchArgs {
     /// Seed of every simulated run.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// With `all`: leave out the benchmarks that run in the lab (root, namespaces, real
+    /// time). Without root they are skipped anyway, with the reason.
+    #[arg(long)]
+    skip_lab: bool,
 }
 
 fn main() -> std::process::ExitCode {
@@ -78,6 +87,7 @@ fn main() -> std::process::ExitCode {
         Command::Sim(a) => sim::run(a),
         Command::Trace(c) => trace::run(c),
         Command::Bench(a) => bench(a),
+        Command::Report(a) => report::run(a),
         Command::Lab(a) => lab::run(a),
         Command::Keys(c) => keys::run(c),
     };
@@ -105,6 +115,11 @@ pub fn print_report(report: &braid_bench::BenchReport, json: bool) -> anyhow::Re
     if json {
         return emit(&(serde_json::to_string_pretty(report)? + "\n"));
     }
+    emit(&report_text(report))
+}
+
+/// A report's table, headline(s) and notes, as `braid bench NAME` prints them.
+pub fn report_text(report: &braid_bench::BenchReport) -> String {
     let mut s = format!(
         "{} ({}seed {})\n\n{}\n",
         report.bench,
@@ -121,7 +136,7 @@ pub fn print_report(report: &braid_bench::BenchReport, json: bool) -> anyhow::Re
     for n in &report.notes {
         s += &format!("note: {n}\n");
     }
-    emit(&s)
+    s
 }
 
 fn bench(a: BenchArgs) -> anyhow::Result<()> {
@@ -137,6 +152,17 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
     let Some(name) = a.name else {
         anyhow::bail!("name a benchmark (braid bench --list shows them)");
     };
+    if name == "all" {
+        let plan = report::all::Plan {
+            quick: a.quick,
+            seed: a.seed,
+            skip_lab: a.skip_lab,
+        };
+        return report::all::bench_all(plan, a.json);
+    }
+    if a.skip_lab {
+        anyhow::bail!("--skip-lab goes with `braid bench all`");
+    }
     let b = braid_bench::find(&name)?;
     let mut bar = progress::Bar::new(!a.json);
     let mut cb = |label: &str, done: f64| bar.update(label, done);

@@ -182,3 +182,45 @@ fn trace_convert_writes_a_trace_and_explains_itself() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn report_from_saved_lines_writes_the_page_and_bad_input_is_named() {
+    let saved = "crates/braid-cli/src/report/testdata/bench-all-quick.jsonl";
+    let out = std::env::temp_dir().join(format!("braid-cli-report-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let o = braid(&["report", "--from", saved, "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert_eq!(html.matches("<section id=").count(), 3);
+    assert!(html.contains("<section id=\"prism-fig7\">"));
+
+    let bad = out.join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"bench\": \"prism-fig7\", \"headline\": {}}\nnot json\n",
+    )
+    .unwrap();
+    let o = braid(&[
+        "report",
+        "--from",
+        bad.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("line 2"), "{}", stderr(&o));
+    let o = braid(&[
+        "report",
+        "--from",
+        "no/such.jsonl",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("no/such.jsonl"), "{}", stderr(&o));
+    std::fs::remove_dir_all(out).unwrap();
+
+    let o = braid(&["bench", "prism-fig7", "--skip-lab"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("bench all"), "{}", stderr(&o));
+}
