@@ -9,20 +9,15 @@ use super::rto::{RtoEstimator, RtoParams};
 use crate::Instant;
 
 /// When a path counts as failed, and what revives it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Failover {
     /// oSCTP §IV-E1: failed at its first T3-rtx expiry; revived by an acknowledgement of
     /// data sent on it or a heartbeat answer; heartbeats every second while failed.
+    #[default]
     Osctp,
     /// Stock SCTP (RFC 4960 §8.2): failed after `path_max_retrans` consecutive expiries;
     /// revived by a heartbeat answer only; heartbeats every 30 s while failed.
     Stock { path_max_retrans: u32 },
-}
-
-impl Default for Failover {
-    fn default() -> Self {
-        Failover::Osctp
-    }
 }
 
 impl Failover {
@@ -87,10 +82,11 @@ impl SenderPath {
         self.window.cwnd() as f64 / self.srtt().as_secs_f64().max(1e-6)
     }
 
-    /// Marks the path failed and schedules a heartbeat now.
-    pub fn fail(&mut self, now: Instant) {
+    /// Marks the path failed: a heartbeat goes now and every `interval` after.
+    pub fn fail(&mut self, now: Instant, interval: Duration) {
         if self.failed.is_none() {
-            self.failed = Some(now);
+            self.failed = Some(now + interval);
+            self.heartbeat_due = true;
             self.recover_psn = None;
         }
     }

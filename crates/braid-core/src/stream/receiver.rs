@@ -104,8 +104,7 @@ impl StreamReceiver {
     fn on_data(&mut self, now: Instant, path: PathId, tsn: u64, fin: bool, payload: &[u8]) {
         self.stats.chunks += 1;
         self.latest_path = path;
-        if tsn < self.cum || self.ahead.contains_key(&tsn) || (self.fin_reached && tsn >= self.cum)
-        {
+        if tsn < self.cum || self.fin_reached || self.ahead.contains_key(&tsn) {
             self.stats.duplicates += 1;
             self.sack_now = true;
             return;

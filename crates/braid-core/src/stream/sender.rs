@@ -190,9 +190,7 @@ impl StreamSender {
             self.stats.retransmitted_chunks += 1;
         }
         let path = &mut self.paths[p];
-        let Some(sent) = self.outstanding.get_mut(&tsn) else {
-            return None;
-        };
+        let sent = self.outstanding.get_mut(&tsn)?;
         if sent.lost {
             sent.retransmitted = true;
         }
@@ -440,7 +438,7 @@ impl StreamSender {
                 Failover::Stock { path_max_retrans } => path.errors > path_max_retrans,
             };
             if fail && path.failed.is_none() {
-                path.fail(now);
+                path.fail(now, interval);
                 self.stats.failures += 1;
             }
         }

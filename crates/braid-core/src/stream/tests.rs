@@ -239,3 +239,370 @@ proptest! {
         prop_assert!(o.data == pattern(40_000));
     }
 }
+
+/// Both directions of both paths alike.
+fn symmetric(a: LinkParams, b: LinkParams) -> (Vec<LinkParams>, Vec<LinkParams>) {
+    (two(a.clone(), b.clone()), two(a, b))
+}
+
+fn measure(config: StreamConfig, rconfig: ReceiverConfig, a: LinkParams, b: LinkParams) -> Outcome {
+    let (fwd, rev) = symmetric(a, b);
+    let o = run(
+        config,
+        rconfig,
+        fwd,
+        rev,
+        4 * MB,
+        1,
+        Duration::from_secs(600),
+    );
+    assert!(o.data == pattern(4 * MB));
+    o
+}
+
+/// oSCTP fig. 6: 2 Mbit/s at 50 ms beside 1 Mbit/s at 200 and 400 ms, no random loss,
+/// round-robin. CD-FRT reads reordering as loss and retransmits what the receiver already
+/// holds; SD-FRT does not. Measured (4 MB): 200 ms CD 0.30 / SD 1.53 Mbit/s, 333 / 0
+/// duplicates; 400 ms CD 0.13 / SD 0.46, 318 / 0.
+#[test]
+fn sd_frt_does_not_retransmit_what_reordering_delays() {
+    for delay in [200, 400] {
+        let go = |frt| {
+            measure(
+                config(
+                    frt,
+                    WindowAdvance::SackAndCumulativeDriven,
+                    LossResponse::Halving,
+                    StreamScheduler::RoundRobin,
+                ),
+                ReceiverConfig::default(),
+                LinkParams::new(2.0, 50),
+                LinkParams::new(1.0, delay),
+            )
+        };
+        let (cd, sd) = (
+            go(FastRetransmit::CumulativeDriven),
+            go(FastRetransmit::SackDriven),
+        );
+        assert!(cd.receiver.duplicates > 100, "{delay}: {:?}", cd.receiver);
+        assert_eq!(sd.receiver.duplicates, 0, "{delay}");
+        assert!(
+            sd.sender.fast_retransmits < cd.sender.fast_retransmits,
+            "{delay}"
+        );
+        assert!(
+            sd.mbit() > 2.0 * cd.mbit(),
+            "{delay}: {} {}",
+            sd.mbit(),
+            cd.mbit()
+        );
+    }
+}
+
+/// oSCTP fig. 7: two 2 Mbit/s paths at 100 and 200 ms, Smallest-RTT. The short path's
+/// chunks are mostly acknowledged by gap blocks, so CD-CWA hardly grows its window.
+/// Measured (4 MB): CD-CWA 2.01, SD+CD-CWA 2.85 Mbit/s, 1.42x (paper about 1.4x).
+#[test]
+fn sack_driven_window_advance_grows_the_short_paths_window() {
+    let go = |cwa| {
+        measure(
+            config(
+                FastRetransmit::SackDriven,
+                cwa,
+                LossResponse::Halving,
+                StreamScheduler::SmallestRtt,
+            ),
+            ReceiverConfig::default(),
+            LinkParams::new(2.0, 100),
+            LinkParams::new(2.0, 200),
+        )
+        .mbit()
+    };
+    let cd = go(WindowAdvance::CumulativeDriven);
+    let sd = go(WindowAdvance::SackAndCumulativeDriven);
+    assert!(sd > 1.25 * cd, "{sd} {cd}");
+}
+
+/// 8 and 2 Mbit/s at 20 ms, 1 % random loss on both. PRISM's proportional decrease cuts
+/// less than halving and LIA couples the increase, so goodput orders proportional >
+/// halving > LIA. Measured (4 MB): 5.45, 4.45, 3.45 Mbit/s.
+#[test]
+fn loss_responses_order_as_their_cuts() {
+    let go = |loss| {
+        let a = LinkParams::new(8.0, 20).loss(0.01);
+        let b = LinkParams::new(2.0, 20).loss(0.01);
+        let o = run(
+            config(
+                FastRetransmit::SackDriven,
+                WindowAdvance::SackAndCumulativeDriven,
+                loss,
+                StreamScheduler::SmallestRtt,
+            ),
+            ReceiverConfig::default(),
+            two(a, b),
+            two(LinkParams::new(8.0, 20), LinkParams::new(2.0, 20)),
+            4 * MB,
+            1,
+            Duration::from_secs(600),
+        );
+        assert!(o.data == pattern(4 * MB));
+        o.mbit()
+    };
+    let (halving, proportional, lia) = (
+        go(LossResponse::Halving),
+        go(LossResponse::Proportional),
+        go(LossResponse::Lia),
+    );
+    assert!(proportional > 1.1 * halving, "{proportional} {halving}");
+    assert!(halving > 1.1 * lia, "{halving} {lia}");
+}
+
+/// oSCTP fig. 9: round-robin is held to twice the slower path; Lazy and Smallest-RTT fill
+/// both windows. Measured (4 MB, 1 Mbit/s at 100 ms + 4 Mbit/s at 50 ms): RR 1.82,
+/// Lazy 3.74, Smallest-RTT 3.65 Mbit/s.
+#[test]
+fn round_robin_is_held_to_twice_the_slower_path() {
+    let go = |sched| {
+        measure(
+            config(
+                FastRetransmit::SackDriven,
+                WindowAdvance::SackAndCumulativeDriven,
+                LossResponse::Halving,
+                sched,
+            ),
+            ReceiverConfig::default(),
+            LinkParams::new(1.0, 100),
+            LinkParams::new(4.0, 50),
+        )
+        .mbit()
+    };
+    let rr = go(StreamScheduler::RoundRobin);
+    assert!(rr < 2.0, "{rr}");
+    for sched in [StreamScheduler::Lazy, StreamScheduler::SmallestRtt] {
+        let m = go(sched);
+        assert!(m > 1.5 * rr, "{sched:?} {m} {rr}");
+    }
+}
+
+/// oSCTP fig. 11: two 2 Mbit/s, 50 ms paths; one dies at 5 s. oSCTP fails it at its first
+/// RTO and moves its chunks to the live path; stock SCTP keeps sending on it through
+/// backed-off RTOs. Measured (4 MB): oSCTP reads 1.78-1.94 Mbit/s in each second from 6 s
+/// on, done at 15.2 s; stock reads nothing from 6 to 12 s, done at 36.3 s.
+#[test]
+fn osctp_failover_moves_to_the_live_path_at_once() {
+    let die = Instant::from_millis(5000);
+    let go = |failover| {
+        let dead = LinkParams::new(2.0, 50).down(die, Instant::MAX);
+        let (fwd, rev) = symmetric(LinkParams::new(2.0, 50), dead);
+        let o = run(
+            StreamConfig {
+                failover,
+                ..StreamConfig::default()
+            },
+            ReceiverConfig::default(),
+            fwd,
+            rev,
+            4 * MB,
+            1,
+            Duration::from_secs(600),
+        );
+        assert!(o.data == pattern(4 * MB));
+        o
+    };
+    let osctp = go(Failover::Osctp);
+    let stock = go(Failover::STOCK);
+    let second = |o: &Outcome, s: u64| {
+        o.read_between(
+            Instant::from_millis(s * 1000),
+            Instant::from_millis(s * 1000 + 1000),
+        ) as f64
+            * 8.0
+            / 1e6
+    };
+    for s in 7..12 {
+        assert!(second(&osctp, s) > 0.85 * 2.0, "{s}: {}", second(&osctp, s));
+        assert_eq!(second(&stock, s), 0.0, "{s}");
+    }
+    let (a, b) = (osctp.done_at.unwrap(), stock.done_at.unwrap());
+    assert!(a.as_secs_f64() * 2.0 < b.as_secs_f64(), "{a} {b}");
+}
+
+/// oSCTP fig. 13: the path carrying the SACKs dies for good at 5 s. Acknowledging on the
+/// path the latest chunk arrived on finishes; a fixed ACK path stalls for good.
+#[test]
+fn acks_on_the_latest_arrival_path_survive_the_ack_paths_failure() {
+    let die = Instant::from_millis(5000);
+    let go = |ack_path| {
+        let dead = LinkParams::new(2.0, 50).down(die, Instant::MAX);
+        let (fwd, rev) = symmetric(LinkParams::new(2.0, 50), dead);
+        run(
+            StreamConfig::default(),
+            ReceiverConfig {
+                ack_path,
+                ..ReceiverConfig::default()
+            },
+            fwd,
+            rev,
+            4 * MB,
+            1,
+            Duration::from_secs(120),
+        )
+    };
+    let latest = go(AckPath::Latest);
+    assert!(latest.data == pattern(4 * MB));
+    let fixed = go(AckPath::Fixed(1));
+    assert!(fixed.done_at.is_none());
+    assert_eq!(
+        fixed.read_between(Instant::from_millis(10_000), Instant::MAX),
+        0
+    );
+}
+
+/// A sender with two round-robin paths and eight chunks out: TSNs 0, 2, 4, 6 on path 0 and
+/// 1, 3, 5, 7 on path 1.
+fn eight_out(frt: FastRetransmit, failover: Failover) -> StreamSender {
+    let mut s = StreamSender::new(
+        StreamConfig {
+            fast_retransmit: frt,
+            failover,
+            scheduler: StreamScheduler::RoundRobin,
+            ..StreamConfig::default()
+        },
+        2,
+    );
+    s.write(&pattern(8 * 1200));
+    let mut buf = Vec::new();
+    for tsn in 0..8u64 {
+        assert_eq!(
+            s.poll_transmit(Instant::ZERO, &mut buf),
+            Some((tsn % 2) as u8)
+        );
+    }
+    s
+}
+
+fn sack(s: &mut StreamSender, now: Instant, cum: u64, gaps: &[(u32, u32)]) {
+    let mut b = Vec::new();
+    Chunk::Sack(Sack {
+        path: 0,
+        cum,
+        a_rwnd: 1 << 20,
+        gaps: gaps.to_vec(),
+    })
+    .emit(&mut b);
+    s.handle_datagram(now, 0, &b);
+}
+
+#[test]
+fn sd_frt_counts_only_later_chunks_of_the_same_path() {
+    let t = Instant::from_millis(100);
+    // TSNs 1, 3, 5, 7 (path 1) acknowledged, three SACKs in a row.
+    let odd = [(1, 2), (3, 4), (5, 6), (7, 8)];
+    let mut sd = eight_out(FastRetransmit::SackDriven, Failover::Osctp);
+    let mut cd = eight_out(FastRetransmit::CumulativeDriven, Failover::Osctp);
+    for s in [&mut sd, &mut cd] {
+        sack(s, t, 0, &odd[..2]);
+        sack(s, t, 0, &odd[..3]);
+        sack(s, t, 0, &odd);
+    }
+    assert_eq!(sd.stats().fast_retransmits, 0);
+    assert_eq!(cd.stats().fast_retransmits, 1);
+    // Two later chunks of path 0 acknowledged: TSN 0 has two misses; the third makes it lost.
+    sack(&mut sd, t, 0, &[(1, 5), (7, 8)]);
+    assert_eq!(sd.stats().fast_retransmits, 0);
+    sack(&mut sd, t, 0, &[(1, 8)]);
+    assert_eq!(sd.stats().fast_retransmits, 1);
+    let mut buf = Vec::new();
+    // The retransmission leaves on the other path.
+    assert_eq!(sd.poll_transmit(t, &mut buf), Some(1));
+    assert!(matches!(Chunk::parse(&buf), Ok(Chunk::Data { tsn: 0, .. })));
+}
+
+#[test]
+fn a_path_fails_on_its_first_rto_and_an_ack_of_its_data_revives_it() {
+    let mut s = eight_out(FastRetransmit::SackDriven, Failover::Osctp);
+    // Path 1's chunks acknowledged, path 0's not: path 0's RTO (1 s) expires.
+    sack(
+        &mut s,
+        Instant::from_millis(100),
+        0,
+        &[(1, 2), (3, 4), (5, 6), (7, 8)],
+    );
+    s.handle_timeout(Instant::from_millis(999));
+    assert!(!s.is_failed(0));
+    s.handle_timeout(Instant::from_millis(1000));
+    assert!(s.is_failed(0) && !s.is_failed(1));
+    assert_eq!(s.cwnd(0), 1200);
+    // Its chunks move to path 1; a heartbeat goes on path 0.
+    let mut buf = Vec::new();
+    assert_eq!(
+        s.poll_transmit(Instant::from_millis(1000), &mut buf),
+        Some(0)
+    );
+    assert!(matches!(
+        Chunk::parse(&buf),
+        Ok(Chunk::Heartbeat { path: 0, .. })
+    ));
+    assert_eq!(
+        s.poll_transmit(Instant::from_millis(1000), &mut buf),
+        Some(1)
+    );
+    assert!(matches!(Chunk::parse(&buf), Ok(Chunk::Data { tsn: 0, .. })));
+    // A late acknowledgement of TSN 2, sent on path 0, revives it.
+    sack(
+        &mut s,
+        Instant::from_millis(1010),
+        0,
+        &[(1, 4), (5, 6), (7, 8)],
+    );
+    assert!(!s.is_failed(0));
+}
+
+#[test]
+fn a_heartbeat_answer_revives_a_failed_path() {
+    let mut s = eight_out(FastRetransmit::SackDriven, Failover::Osctp);
+    sack(
+        &mut s,
+        Instant::from_millis(100),
+        0,
+        &[(1, 2), (3, 4), (5, 6), (7, 8)],
+    );
+    s.handle_timeout(Instant::from_millis(1000));
+    assert!(s.is_failed(0));
+    let mut b = Vec::new();
+    Chunk::HeartbeatAck {
+        path: 0,
+        nonce: 1_000_000,
+    }
+    .emit(&mut b);
+    s.handle_datagram(Instant::from_millis(1100), 0, &b);
+    assert!(!s.is_failed(0));
+}
+
+#[test]
+fn stock_sctp_fails_a_path_only_after_path_max_retrans_expiries() {
+    for (failover, expiries) in [(Failover::STOCK, 6), (Failover::Osctp, 1)] {
+        let mut s = StreamSender::new(
+            StreamConfig {
+                failover,
+                ..StreamConfig::default()
+            },
+            1,
+        );
+        s.write(&pattern(8 * 1200));
+        let mut buf = Vec::new();
+        let mut now = Instant::ZERO;
+        while s.poll_transmit(now, &mut buf).is_some() {}
+        for expiry in 1..=expiries {
+            // Each RTO doubles; nothing is ever acknowledged.
+            now = s.poll_timeout().unwrap();
+            s.handle_timeout(now);
+            assert_eq!(s.is_failed(0), expiry == expiries, "{failover:?} {expiry}");
+            while s.poll_transmit(now, &mut buf).is_some() {}
+        }
+        if expiries == 6 {
+            // 1 + 2 + 4 + 8 + 16 + 32 s
+            assert_eq!(now, Instant::from_millis(63_000));
+        }
+    }
+}
