@@ -24,8 +24,8 @@ const FIN: u8 = 1;
 
 /// Bytes before a DATA chunk's payload.
 pub const DATA_HEADER: usize = 12;
-/// Gap blocks one SACK carries at most, lowest first (a SACK stays under 600 bytes).
-pub const MAX_GAPS: usize = 64;
+/// Gap blocks one SACK carries at most (a SACK stays under 1000 bytes).
+pub const MAX_GAPS: usize = 120;
 
 /// Why a datagram is not a stream chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]

@@ -63,6 +63,7 @@ pub struct StreamReceiver {
     ready: VecDeque<u8>,
     fin_reached: bool,
     latest_path: PathId,
+    latest_tsn: u64,
     in_order_unacked: u32,
     sack_now: bool,
     ack_deadline: Option<Instant>,
@@ -81,6 +82,7 @@ impl StreamReceiver {
             ready: VecDeque::new(),
             fin_reached: false,
             latest_path: 0,
+            latest_tsn: 0,
             in_order_unacked: 0,
             sack_now: false,
             ack_deadline: None,
@@ -104,6 +106,7 @@ impl StreamReceiver {
     fn on_data(&mut self, now: Instant, path: PathId, tsn: u64, fin: bool, payload: &[u8]) {
         self.stats.chunks += 1;
         self.latest_path = path;
+        self.latest_tsn = tsn;
         if tsn < self.cum || self.fin_reached || self.ahead.contains_key(&tsn) {
             self.stats.duplicates += 1;
             self.sack_now = true;
@@ -191,15 +194,26 @@ impl StreamReceiver {
         Some(path)
     }
 
+    /// The SACK to send. Past [`MAX_GAPS`] blocks it reports the one holding the latest
+    /// arrival and the highest others: the sender treats gap-acknowledged chunks as
+    /// delivered (we never renege), so the lower blocks were reported when they arrived,
+    /// and SD-FRT needs to hear of each arrival, a retransmission filling a low hole too.
     fn sack(&self, path: PathId) -> Sack {
-        let mut gaps: Vec<(u32, u32)> = Vec::new();
+        let mut all: Vec<(u32, u32)> = Vec::new();
         for &tsn in self.ahead.keys() {
             let off = (tsn - self.cum).min(u32::MAX as u64 - 1) as u32;
-            let full = gaps.len() == MAX_GAPS;
-            match gaps.last_mut() {
+            match all.last_mut() {
                 Some(last) if last.1 == off => last.1 += 1,
-                _ if full => break,
-                _ => gaps.push((off, off + 1)),
+                _ => all.push((off, off + 1)),
+            }
+        }
+        let mut gaps = all.split_off(all.len().saturating_sub(MAX_GAPS));
+        if let Some(latest) = self.latest_tsn.checked_sub(self.cum) {
+            let holds = |g: &(u32, u32)| (g.0 as u64..g.1 as u64).contains(&latest);
+            if !gaps.iter().any(holds) {
+                if let Some(g) = all.iter().find(|g| holds(g)) {
+                    gaps[0] = *g;
+                }
             }
         }
         Sack {

@@ -36,6 +36,8 @@ struct Sent {
     retransmitted: bool,
     /// Queued for retransmission; not counted in any path's flight.
     lost: bool,
+    /// Queued by a fast retransmit to leave at once whatever the windows (RFC 4960 §7.2.4).
+    fast: bool,
     misses: u32,
 }
 
@@ -140,12 +142,17 @@ impl StreamSender {
             return Some(p as PathId);
         }
         let all_failed = self.paths.iter().all(|p| p.failed.is_some());
+        let fast = self
+            .retransmit
+            .first()
+            .and_then(|t| self.outstanding.get(t))
+            .is_some_and(|s| s.fast);
         let candidates: Vec<Candidate> = self
             .paths
             .iter()
             .map(|p| Candidate {
                 live: p.failed.is_none() || all_failed,
-                open: p.flight < p.window.cwnd(),
+                open: fast || p.flight < p.window.cwnd(),
                 srtt: p.srtt(),
             })
             .collect();
@@ -182,6 +189,7 @@ impl StreamSender {
                     sent_at: now,
                     retransmitted: false,
                     lost: false,
+                    fast: false,
                     misses: 0,
                 },
             );
@@ -195,6 +203,7 @@ impl StreamSender {
             sent.retransmitted = true;
         }
         sent.lost = false;
+        sent.fast = false;
         sent.path = p;
         sent.psn = path.next_psn;
         sent.sent_at = now;
@@ -363,14 +372,15 @@ impl StreamSender {
                 }
             }
         }
-        for tsn in lost {
-            self.fast_retransmit(tsn);
+        for (i, tsn) in lost.into_iter().enumerate() {
+            self.fast_retransmit(tsn, i == 0);
         }
     }
 
     /// Marks `tsn` for retransmission and applies the loss response on the path it was
-    /// sent on, once per recovery period there.
-    fn fast_retransmit(&mut self, tsn: u64) {
+    /// sent on, once per recovery period there. The first chunk a SACK marks leaves at once
+    /// whatever the windows (RFC 4960 §7.2.4: one packet), the rest as windows open.
+    fn fast_retransmit(&mut self, tsn: u64, bypass: bool) {
         let total_rate: f64 = self
             .paths
             .iter()
@@ -384,6 +394,7 @@ impl StreamSender {
             return;
         }
         self.stats.fast_retransmits += 1;
+        s.fast = bypass;
         let p = s.path;
         let path = &mut self.paths[p];
         mark_lost(path, s, tsn, &mut self.retransmit);
