@@ -264,12 +264,11 @@ impl StreamSender {
             .map(|(&t, _)| t)
             .collect();
         for &(start, end) in &sack.gaps {
-            let (lo, hi) = (sack.cum + start as u64, sack.cum + end as u64);
-            acked.extend(
-                self.outstanding
-                    .range(lo..hi.min(self.next_tsn))
-                    .map(|(&t, _)| t),
-            );
+            let lo = sack.cum + start as u64;
+            let hi = (sack.cum + end as u64).min(self.next_tsn);
+            if lo < hi {
+                acked.extend(self.outstanding.range(lo..hi).map(|(&t, _)| t));
+            }
         }
         let cum_advanced = sack.cum > self.cum;
         self.cum = sack.cum;

@@ -211,6 +211,40 @@ fn a_small_receive_window_still_delivers() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
+    /// Hostile datagrams (random bytes, and SACKs with any fields) never panic either end.
+    #[test]
+    fn hostile_datagrams_do_not_panic(
+        junk in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 0..40),
+        sacks in proptest::collection::vec(
+            (0u64..20, any::<u32>(), proptest::collection::vec((1u32..30, 1u32..30), 0..6)),
+            0..40,
+        ),
+    ) {
+        let mut s = eight_out(FastRetransmit::SackDriven, Failover::Osctp);
+        let mut r = StreamReceiver::new(ReceiverConfig::default());
+        let mut buf = Vec::new();
+        let mut now = Instant::ZERO;
+        for b in &junk {
+            s.handle_datagram(now, 0, b);
+            r.handle_datagram(now, 1, b);
+        }
+        for (cum, a_rwnd, lens) in sacks {
+            let mut gaps = Vec::new();
+            let mut at = 0u32;
+            for (skip, len) in lens {
+                gaps.push((at + skip, at + skip + len));
+                at += skip + len;
+            }
+            now += Duration::from_millis(300);
+            let mut b = Vec::new();
+            Chunk::Sack(Sack { path: 0, cum, a_rwnd, gaps }).emit(&mut b);
+            s.handle_datagram(now, 0, &b);
+            s.handle_timeout(now);
+            while s.poll_transmit(now, &mut buf).is_some() {}
+            while r.poll_transmit(now, &mut buf).is_some() {}
+        }
+    }
+
     /// Every byte once and in order under any loss, duplication and reordering.
     #[test]
     fn delivers_every_byte_once_in_order(
