@@ -13,6 +13,10 @@ use std::time::Duration;
 use super::chunk::{Chunk, Sack, MAX_GAPS};
 use crate::{Instant, PathId};
 
+/// Bytes each chunk held out of order is charged beyond its payload, so that empty or
+/// tiny chunks far ahead cannot grow the reassembly map past the buffer's bound.
+const HELD_OVERHEAD: usize = 64;
+
 /// Which path acknowledgements leave on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AckPath {
@@ -113,16 +117,17 @@ impl StreamReceiver {
             return;
         }
         // The next chunk in order is always taken: it is what frees the buffer.
-        if tsn != self.cum && self.used() + payload.len() > self.config.buffer {
+        if tsn != self.cum && self.used() + payload.len() + HELD_OVERHEAD > self.config.buffer {
             self.stats.dropped += 1;
             self.sack_now = true;
             return;
         }
         let had_gaps = !self.ahead.is_empty();
-        self.ahead_bytes += payload.len();
+        let in_order = tsn == self.cum;
+        self.ahead_bytes += payload.len() + HELD_OVERHEAD;
         self.ahead.insert(tsn, (payload.to_vec(), fin));
         while let Some((data, fin)) = self.ahead.remove(&self.cum) {
-            self.ahead_bytes -= data.len();
+            self.ahead_bytes -= data.len() + HELD_OVERHEAD;
             self.ready.extend(data);
             self.cum += 1;
             if fin {
@@ -131,7 +136,7 @@ impl StreamReceiver {
                 self.ahead_bytes = 0;
             }
         }
-        if tsn + 1 != self.cum || had_gaps || !self.ahead.is_empty() || self.fin_reached {
+        if !in_order || had_gaps || !self.ahead.is_empty() || self.fin_reached {
             self.sack_now = true;
         } else {
             self.in_order_unacked += 1;

@@ -189,6 +189,28 @@ fn every_option_delivers_a_megabyte_intact_and_in_order() {
 }
 
 #[test]
+fn the_receiver_holds_at_most_its_buffer_whatever_it_is_sent() {
+    let mut r = StreamReceiver::new(ReceiverConfig {
+        buffer: 64 * 1024,
+        ..ReceiverConfig::default()
+    });
+    let mut b = Vec::new();
+    // Empty chunks far ahead, and the largest TSN there is.
+    for tsn in (1..1_000_000u64).step_by(7).chain([u64::MAX]) {
+        b.clear();
+        Chunk::Data {
+            path: 0,
+            tsn,
+            fin: false,
+            payload: &[],
+        }
+        .emit(&mut b);
+        r.handle_datagram(Instant::ZERO, 0, &b);
+    }
+    assert_eq!(r.stats().dropped, 1_000_000 / 7 + 1 - 1024);
+}
+
+#[test]
 fn a_small_receive_window_still_delivers() {
     let o = run(
         StreamConfig::default(),
