@@ -340,6 +340,13 @@ fn sd_frt_does_not_retransmit_what_reordering_delays() {
             go(FastRetransmit::CumulativeDriven),
             go(FastRetransmit::SackDriven),
         );
+        println!(
+            "fig6 {delay} ms: CD-FRT {:.3} Mbit/s {} dup, SD-FRT {:.3} Mbit/s {} dup",
+            cd.mbit(),
+            cd.receiver.duplicates,
+            sd.mbit(),
+            sd.receiver.duplicates
+        );
         assert!(cd.receiver.duplicates > 100, "{delay}: {:?}", cd.receiver);
         assert_eq!(sd.receiver.duplicates, 0, "{delay}");
         assert!(
@@ -382,6 +389,7 @@ fn sack_driven_window_advance_grows_the_short_paths_window() {
     };
     let cd = go(WindowAdvance::CumulativeDriven);
     let sd = go(WindowAdvance::SackAndCumulativeDriven);
+    println!("fig7: CD-CWA {cd:.3}, SD+CD-CWA {sd:.3} Mbit/s");
     assert!(sd > 1.1 * cd, "{sd} {cd}");
 }
 
@@ -415,6 +423,7 @@ fn loss_responses_order_as_their_cuts() {
         go(LossResponse::Proportional),
         go(LossResponse::Lia),
     );
+    println!("loss: halving {halving:.3}, proportional {proportional:.3}, LIA {lia:.3} Mbit/s");
     assert!(proportional > 1.1 * halving, "{proportional} {halving}");
     assert!(halving > 1.1 * lia, "{halving} {lia}");
 }
@@ -439,9 +448,11 @@ fn round_robin_is_held_to_twice_the_slower_path() {
         .mbit()
     };
     let rr = go(StreamScheduler::RoundRobin);
+    println!("schedulers: RoundRobin {rr:.3} Mbit/s");
     assert!(rr < 2.0, "{rr}");
     for sched in [StreamScheduler::Lazy, StreamScheduler::SmallestRtt] {
         let m = go(sched);
+        println!("schedulers: {sched:?} {m:.3} Mbit/s");
         assert!(m > 1.5 * rr, "{sched:?} {m} {rr}");
     }
 }
@@ -481,6 +492,13 @@ fn osctp_failover_moves_to_the_live_path_at_once() {
             * 8.0
             / 1e6
     };
+    for (name, o) in [("oSCTP", &osctp), ("stock", &stock)] {
+        let per: Vec<String> = (0..22).map(|s| format!("{:.2}", second(o, s))).collect();
+        println!(
+            "failover {name}: done {:?}, Mbit/s per second {per:?}",
+            o.done_at
+        );
+    }
     for s in 7..12 {
         assert!(second(&osctp, s) > 0.85 * 2.0, "{s}: {}", second(&osctp, s));
         assert_eq!(second(&stock, s), 0.0, "{s}");
