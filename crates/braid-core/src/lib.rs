@@ -18,6 +18,7 @@
 //! - [`checksum`]: the Internet checksum (RFC 1071) of inner headers.
 //! - [`htppr`]: partial packet recovery over a hare and a tortoise (HTPPR).
 //! - [`metered`]: oSCTP's utility-and-cost model, rate prediction and metered budgets.
+//! - [`stream`]: the multipath reliable byte stream (oSCTP §III-IV), not yet in the session.
 //! - [`session`]: the engine that ties them together.
 
 pub mod checksum;
@@ -35,6 +36,7 @@ pub mod rpc;
 pub mod sched;
 pub mod session;
 pub mod stats;
+pub mod stream;
 pub mod time;
 
 pub use config::{

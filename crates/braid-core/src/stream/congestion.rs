@@ -1,0 +1,167 @@
+//! One path's congestion window (RFC 4960 §7.2) and the loss responses the stream offers.
+//!
+//! Slow start grows the window by at most one MTU per SACK, congestion avoidance by about
+//! one MTU per window acknowledged; either only while the window was fully used (§7.2.1).
+//! The increase is Reno's, or RFC 6356's coupled LIA, whose per-ack step is capped by the
+//! aggregate window so that the paths together take no more than one TCP would.
+
+/// How a path's window answers a fast retransmit on it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LossResponse {
+    /// Reno's: ssthresh = cwnd / 2 (RFC 4960 §7.2.3), uncoupled increase.
+    #[default]
+    Halving,
+    /// PRISM §6.2.2's Additive Increase, Proportional Decrease, per path: the window is cut
+    /// by half the path's share of the summed rate, so a lone path halves as Reno does and a
+    /// path carrying little of the total barely slows. (The paper's formula for p is
+    /// garbled in our copy; this is the reading that agrees with Reno on one link.)
+    Proportional,
+    /// RFC 6356's Linked Increases: halving, with the coupled increase.
+    Lia,
+}
+
+/// One path's window state, bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    mtu: u64,
+    cwnd: u64,
+    ssthresh: u64,
+    /// Fractional congestion-avoidance increase not yet added, bytes.
+    credit: f64,
+}
+
+/// RFC 6356 §3's coupling inputs, over the live paths.
+#[derive(Clone, Copy, Debug)]
+pub struct Coupling {
+    pub alpha: f64,
+    pub total_cwnd: f64,
+}
+
+impl Coupling {
+    /// alpha = cwnd_total * max(cwnd_i / rtt_i^2) / (sum cwnd_i / rtt_i)^2, from
+    /// `(cwnd bytes, rtt seconds)` per live path.
+    pub fn new(paths: impl Iterator<Item = (f64, f64)> + Clone) -> Self {
+        let total: f64 = paths.clone().map(|(c, _)| c).sum();
+        let best = paths.clone().map(|(c, r)| c / (r * r)).fold(0.0, f64::max);
+        let sum: f64 = paths.map(|(c, r)| c / r).sum();
+        let alpha = if sum > 0.0 {
+            total * best / (sum * sum)
+        } else {
+            1.0
+        };
+        Coupling {
+            alpha,
+            total_cwnd: total.max(1.0),
+        }
+    }
+}
+
+impl Window {
+    /// RFC 4960 §7.2.1: initial cwnd min(4 MTU, max(2 MTU, 4380)), ssthresh unbounded.
+    pub fn new(mtu: u64) -> Self {
+        Window {
+            mtu,
+            cwnd: (4 * mtu).min((2 * mtu).max(4380)),
+            ssthresh: u64::MAX,
+            credit: 0.0,
+        }
+    }
+
+    pub fn cwnd(&self) -> u64 {
+        self.cwnd
+    }
+
+    pub fn ssthresh(&self) -> u64 {
+        self.ssthresh
+    }
+
+    /// `bytes` newly acknowledged on the path by a SACK that may advance the window.
+    pub fn on_ack(&mut self, bytes: u64, coupling: Option<Coupling>) {
+        if self.cwnd <= self.ssthresh {
+            self.cwnd += bytes.min(self.mtu);
+            return;
+        }
+        let (b, m, w) = (bytes as f64, self.mtu as f64, self.cwnd as f64);
+        let reno = b * m / w;
+        self.credit += match coupling {
+            None => reno,
+            Some(c) => (c.alpha * b * m / c.total_cwnd).min(reno),
+        };
+        let whole = self.credit.floor();
+        self.cwnd += whole as u64;
+        self.credit -= whole;
+    }
+
+    /// A fast retransmit on this path: the window keeps `keep` of itself, at least 4 MTU.
+    pub fn on_loss(&mut self, keep: f64) {
+        self.ssthresh = ((self.cwnd as f64 * keep) as u64).max(4 * self.mtu);
+        self.cwnd = self.ssthresh;
+        self.credit = 0.0;
+    }
+
+    /// RFC 4960 §7.2.3: a T3-rtx expiry leaves one MTU.
+    pub fn on_timeout(&mut self) {
+        self.ssthresh = (self.cwnd / 2).max(4 * self.mtu);
+        self.cwnd = self.mtu;
+        self.credit = 0.0;
+    }
+}
+
+impl LossResponse {
+    /// The share of its window a path keeps on a loss, given its share of the summed rate.
+    pub fn keep(self, rate_share: f64) -> f64 {
+        match self {
+            LossResponse::Halving | LossResponse::Lia => 0.5,
+            LossResponse::Proportional => 1.0 - rate_share.clamp(0.0, 1.0) / 2.0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slow_start_then_avoidance() {
+        let mut w = Window::new(1000);
+        assert_eq!(w.cwnd(), 4000);
+        w.on_ack(3000, None);
+        assert_eq!(w.cwnd(), 5000);
+        w.on_loss(0.5);
+        assert_eq!((w.cwnd(), w.ssthresh()), (4000, 4000));
+        // cwnd <= ssthresh is still slow start (RFC 4960 §7.2.1): one MTU
+        w.on_ack(1000, None);
+        assert_eq!(w.cwnd(), 5000);
+        for _ in 0..5 {
+            w.on_ack(1000, None);
+        }
+        // then about one MTU per window acknowledged
+        assert!(w.cwnd() > 5800 && w.cwnd() < 6000, "{}", w.cwnd());
+        w.on_timeout();
+        assert_eq!(w.cwnd(), 1000);
+    }
+
+    #[test]
+    fn proportional_decrease_follows_the_share() {
+        assert_eq!(LossResponse::Proportional.keep(1.0), 0.5);
+        assert_eq!(LossResponse::Proportional.keep(0.2), 0.9);
+        assert_eq!(LossResponse::Halving.keep(0.2), 0.5);
+    }
+
+    #[test]
+    fn lia_takes_no_more_than_one_path_would() {
+        // Two equal paths: alpha = 2 * (c/r^2) / (2c/r)^2 * c = 1/2 of total... the step
+        // is alpha/total per byte = half of Reno's on each path.
+        let c = Coupling::new([(10_000.0, 0.1), (10_000.0, 0.1)].into_iter());
+        assert!((c.alpha - 0.5).abs() < 1e-9);
+        let mut coupled = Window::new(1000);
+        let mut reno = Window::new(1000);
+        coupled.on_loss(0.5);
+        reno.on_loss(0.5);
+        for _ in 0..100 {
+            coupled.on_ack(1000, Some(c));
+            reno.on_ack(1000, None);
+        }
+        assert!(coupled.cwnd() < reno.cwnd());
+    }
+}

@@ -1,0 +1,96 @@
+//! The multipath reliable stream (oSCTP §III-IV, issue 19): an ordered, reliable byte
+//! stream over N paths, sans-IO like the rest of the engine.
+//!
+//! One TSN space spans the paths; the receiver ([`StreamReceiver`]) reassembles in TSN
+//! order and answers with SACKs (cumulative TSN, gap blocks, receive window). The sender
+//! ([`StreamSender`]) keeps per path a congestion window, slow-start threshold, RTO
+//! (RFC 4960 §6.3, §7.2; RFC 6298) and the chunks in flight on it. The choices oSCTP
+//! studies are options of [`StreamConfig`]: fast retransmit driven by cumulative acks or
+//! per path by SACKs (§IV-C1), window advance by cumulative ack alone or by SACK as well
+//! (§IV-C2), the loss response (halving, PRISM §6's proportional decrease, RFC 6356 LIA),
+//! the scheduler (§IV-D) and failover (§IV-E1).
+//!
+//! Both ends are driven the same way: `handle_datagram(now, path, bytes)`,
+//! `poll_transmit(now, buf) -> Option<path>` until None, `poll_timeout()` and
+//! `handle_timeout(now)`; the application calls `write`/`finish` and `read`.
+//!
+//! - [`chunk`]: the wire format (DATA, SACK, HEARTBEAT, HEARTBEAT-ACK).
+//! - [`rto`]: RFC 6298's retransmission timeout.
+//! - [`congestion`]: one path's window and the loss responses.
+//! - [`sched`]: round-robin, Lazy and Smallest-RTT.
+//! - [`path`]: the sender's per-path state and failover modes.
+//! - [`sender`], [`receiver`]: the two ends.
+
+pub mod chunk;
+pub mod congestion;
+pub mod path;
+pub mod receiver;
+pub mod rto;
+pub mod sched;
+pub mod sender;
+
+#[cfg(test)]
+mod link;
+#[cfg(test)]
+mod tests;
+
+pub use congestion::LossResponse;
+pub use path::Failover;
+pub use receiver::{AckPath, ReceiverConfig, ReceiverStats, StreamReceiver};
+pub use rto::RtoParams;
+pub use sched::StreamScheduler;
+pub use sender::{SenderStats, StreamSender};
+
+/// What triggers a fast retransmit (oSCTP §IV-C1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FastRetransmit {
+    /// CD-FRT: three duplicate cumulative acks retransmit the lowest unacknowledged TSN.
+    CumulativeDriven,
+    /// SD-FRT: a chunk is lost once three chunks sent after it on the same path are
+    /// acknowledged, by cumulative ack or gap block.
+    #[default]
+    SackDriven,
+}
+
+/// What lets a path's window grow (oSCTP §IV-C2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WindowAdvance {
+    /// CD-CWA: only a SACK that advances the cumulative TSN (RFC 4960 §7.2.1).
+    CumulativeDriven,
+    /// SD+CD-CWA: also a SACK that acknowledges the path's lowest outstanding chunk.
+    #[default]
+    SackAndCumulativeDriven,
+}
+
+/// The sender's options. Defaults are oSCTP's choices.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamConfig {
+    /// Payload bytes per DATA chunk.
+    pub mtu: usize,
+    pub fast_retransmit: FastRetransmit,
+    pub window_advance: WindowAdvance,
+    pub loss_response: LossResponse,
+    pub scheduler: StreamScheduler,
+    pub failover: Failover,
+    pub rto: RtoParams,
+    /// Bytes written and not yet acknowledged, at most.
+    pub send_buffer: usize,
+    /// The peer's receive window assumed before its first SACK.
+    pub initial_peer_rwnd: usize,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        StreamConfig {
+            mtu: 1200,
+            fast_retransmit: FastRetransmit::default(),
+            window_advance: WindowAdvance::default(),
+            loss_response: LossResponse::default(),
+            scheduler: StreamScheduler::default(),
+            failover: Failover::default(),
+            rto: RtoParams::default(),
+            send_buffer: 1 << 20,
+            initial_peer_rwnd: 1 << 20,
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! The sender's view of one path: its window, RTO, what is in flight on it, its T3-rtx
+//! timer and its failure state (oSCTP §IV-E1, RFC 4960 §8.2).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::congestion::Window;
+use super::rto::{RtoEstimator, RtoParams};
+use crate::Instant;
+
+/// When a path counts as failed, and what revives it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Failover {
+    /// oSCTP §IV-E1: failed at its first T3-rtx expiry; revived by an acknowledgement of
+    /// data sent on it or a heartbeat answer; heartbeats every second while failed.
+    #[default]
+    Osctp,
+    /// Stock SCTP (RFC 4960 §8.2): failed after `path_max_retrans` consecutive expiries;
+    /// revived by a heartbeat answer only; heartbeats every 30 s while failed.
+    Stock { path_max_retrans: u32 },
+}
+
+impl Failover {
+    /// RFC 4960 §15's Path.Max.Retrans.
+    pub const STOCK: Failover = Failover::Stock {
+        path_max_retrans: 5,
+    };
+
+    pub fn heartbeat_interval(self) -> Duration {
+        match self {
+            Failover::Osctp => Duration::from_secs(1),
+            Failover::Stock { .. } => Duration::from_secs(30),
+        }
+    }
+}
+
+/// One path at the sender.
+#[derive(Debug)]
+pub struct SenderPath {
+    pub window: Window,
+    pub rto: RtoEstimator,
+    /// Bytes sent on the path, not acknowledged and not marked for retransmission.
+    pub flight: u64,
+    /// Per-path send sequence of the next transmission (SD-FRT counts in this order).
+    pub next_psn: u64,
+    /// What is in flight on the path: psn -> TSN.
+    pub outstanding: BTreeMap<u64, u64>,
+    /// T3-rtx expiry, while data is in flight.
+    pub t3: Option<Instant>,
+    /// Consecutive T3 expiries without an acknowledgement (RFC 4960 §8.2 error counter).
+    pub errors: u32,
+    /// In fast recovery until a chunk sent at or after this psn is acknowledged.
+    pub recover_psn: Option<u64>,
+    /// Failed: carries no data; the next heartbeat is due at this time.
+    pub failed: Option<Instant>,
+    pub heartbeat_due: bool,
+}
+
+impl SenderPath {
+    pub fn new(mtu: u64, rto: RtoParams) -> Self {
+        SenderPath {
+            window: Window::new(mtu),
+            rto: RtoEstimator::new(rto),
+            flight: 0,
+            next_psn: 0,
+            outstanding: BTreeMap::new(),
+            t3: None,
+            errors: 0,
+            recover_psn: None,
+            failed: None,
+            heartbeat_due: false,
+        }
+    }
+
+    /// RTT for scheduling and rate shares before any sample: the RTO.
+    pub fn srtt(&self) -> Duration {
+        self.rto.srtt().unwrap_or(self.rto.rto())
+    }
+
+    /// The delivery rate the window allows, bytes per second.
+    pub fn rate(&self) -> f64 {
+        self.window.cwnd() as f64 / self.srtt().as_secs_f64().max(1e-6)
+    }
+
+    /// Marks the path failed: a heartbeat goes now and every `interval` after.
+    pub fn fail(&mut self, now: Instant, interval: Duration) {
+        if self.failed.is_none() {
+            self.failed = Some(now + interval);
+            self.heartbeat_due = true;
+            self.recover_psn = None;
+        }
+    }
+
+    pub fn revive(&mut self) {
+        self.failed = None;
+        self.heartbeat_due = false;
+        self.errors = 0;
+    }
+}

@@ -1,0 +1,250 @@
+//! The receiving end: reassembles DATA chunks in TSN order into a bounded buffer, answers
+//! with SACKs (cumulative TSN, gap blocks, receive window: RFC 4960 §6.2) and echoes
+//! heartbeats on the path they came on.
+//!
+//! A SACK leaves at once for a chunk that arrives out of order, fills a gap or repeats
+//! one (oSCTP §IV-C1: each packet after a gap is acknowledged), otherwise for every second
+//! chunk or after the ack delay. It goes on the path the latest chunk arrived on
+//! (oSCTP §IV-E2) or on a fixed path (stock SCTP).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use super::chunk::{Chunk, Sack, MAX_GAPS};
+use crate::{Instant, PathId};
+
+/// Bytes each chunk held out of order is charged beyond its payload, so that empty or
+/// tiny chunks far ahead cannot grow the reassembly map past the buffer's bound.
+const HELD_OVERHEAD: usize = 64;
+
+/// Which path acknowledgements leave on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckPath {
+    /// The path the latest DATA chunk arrived on (oSCTP §IV-E2).
+    Latest,
+    /// Always this path (stock SCTP: the IP layer's choice).
+    Fixed(PathId),
+}
+
+/// Receiver options.
+#[derive(Clone, Copy, Debug)]
+pub struct ReceiverConfig {
+    /// Bytes held (out of order or not yet read) at most: the flow-control window.
+    pub buffer: usize,
+    pub ack_path: AckPath,
+    /// RFC 4960 §6.2: at most 500 ms; 200 ms is usual.
+    pub ack_delay: Duration,
+}
+
+impl Default for ReceiverConfig {
+    fn default() -> Self {
+        ReceiverConfig {
+            buffer: 1 << 20,
+            ack_path: AckPath::Latest,
+            ack_delay: Duration::from_millis(200),
+        }
+    }
+}
+
+/// Counters of the receiving end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReceiverStats {
+    pub chunks: u64,
+    pub duplicates: u64,
+    /// Chunks dropped for want of buffer space.
+    pub dropped: u64,
+    pub sacks: u64,
+}
+
+/// The receiving end of one stream.
+#[derive(Debug)]
+pub struct StreamReceiver {
+    config: ReceiverConfig,
+    /// Next TSN expected.
+    cum: u64,
+    ahead: BTreeMap<u64, (Vec<u8>, bool)>,
+    ahead_bytes: usize,
+    ready: VecDeque<u8>,
+    fin_reached: bool,
+    latest_path: PathId,
+    latest_tsn: u64,
+    in_order_unacked: u32,
+    sack_now: bool,
+    ack_deadline: Option<Instant>,
+    last_rwnd: usize,
+    heartbeat_acks: VecDeque<(PathId, u64)>,
+    stats: ReceiverStats,
+}
+
+impl StreamReceiver {
+    pub fn new(config: ReceiverConfig) -> Self {
+        StreamReceiver {
+            config,
+            cum: 0,
+            ahead: BTreeMap::new(),
+            ahead_bytes: 0,
+            ready: VecDeque::new(),
+            fin_reached: false,
+            latest_path: 0,
+            latest_tsn: 0,
+            in_order_unacked: 0,
+            sack_now: false,
+            ack_deadline: None,
+            last_rwnd: config.buffer,
+            heartbeat_acks: VecDeque::new(),
+            stats: ReceiverStats::default(),
+        }
+    }
+
+    /// A datagram arrived on `path`. Anything that is not a chunk for a receiver is ignored.
+    pub fn handle_datagram(&mut self, now: Instant, path: PathId, bytes: &[u8]) {
+        match Chunk::parse(bytes) {
+            Ok(Chunk::Data {
+                tsn, fin, payload, ..
+            }) => self.on_data(now, path, tsn, fin, payload),
+            Ok(Chunk::Heartbeat { nonce, .. }) => self.heartbeat_acks.push_back((path, nonce)),
+            _ => {}
+        }
+    }
+
+    fn on_data(&mut self, now: Instant, path: PathId, tsn: u64, fin: bool, payload: &[u8]) {
+        self.stats.chunks += 1;
+        self.latest_path = path;
+        self.latest_tsn = tsn;
+        if tsn < self.cum || self.fin_reached || self.ahead.contains_key(&tsn) {
+            self.stats.duplicates += 1;
+            self.sack_now = true;
+            return;
+        }
+        // The next chunk in order is always taken: it is what frees the buffer.
+        if tsn != self.cum && self.used() + payload.len() + HELD_OVERHEAD > self.config.buffer {
+            self.stats.dropped += 1;
+            self.sack_now = true;
+            return;
+        }
+        let had_gaps = !self.ahead.is_empty();
+        let in_order = tsn == self.cum;
+        self.ahead_bytes += payload.len() + HELD_OVERHEAD;
+        self.ahead.insert(tsn, (payload.to_vec(), fin));
+        while let Some((data, fin)) = self.ahead.remove(&self.cum) {
+            self.ahead_bytes -= data.len() + HELD_OVERHEAD;
+            self.ready.extend(data);
+            self.cum += 1;
+            if fin {
+                self.fin_reached = true;
+                self.ahead.clear();
+                self.ahead_bytes = 0;
+            }
+        }
+        if !in_order || had_gaps || !self.ahead.is_empty() || self.fin_reached {
+            self.sack_now = true;
+        } else {
+            self.in_order_unacked += 1;
+            if self.in_order_unacked >= 2 {
+                self.sack_now = true;
+            } else if self.ack_deadline.is_none() {
+                self.ack_deadline = Some(now + self.config.ack_delay);
+            }
+        }
+    }
+
+    fn used(&self) -> usize {
+        self.ahead_bytes + self.ready.len()
+    }
+
+    fn rwnd(&self) -> usize {
+        self.config.buffer.saturating_sub(self.used())
+    }
+
+    /// Reads in-order bytes; returns how many were copied.
+    pub fn read(&mut self, buf: &mut [u8]) -> usize {
+        let n = buf.len().min(self.ready.len());
+        for (d, s) in buf.iter_mut().zip(self.ready.drain(..n)) {
+            *d = s;
+        }
+        // Window update (RFC 4960 §6.2) once reading reopens a window the sender saw shut.
+        if n > 0 && self.last_rwnd < self.config.buffer / 4 && self.rwnd() >= self.config.buffer / 2
+        {
+            self.sack_now = true;
+        }
+        n
+    }
+
+    /// The sender finished and every byte has been read.
+    pub fn is_finished(&self) -> bool {
+        self.fin_reached && self.ready.is_empty()
+    }
+
+    /// The next datagram to send: a heartbeat answer or a SACK. Writes it into `out`
+    /// (cleared first) and returns its path.
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<PathId> {
+        out.clear();
+        if let Some((path, nonce)) = self.heartbeat_acks.pop_front() {
+            Chunk::HeartbeatAck { path, nonce }.emit(out);
+            return Some(path);
+        }
+        if !self.sack_now && self.ack_deadline.is_none_or(|d| d > now) {
+            return None;
+        }
+        let path = match self.config.ack_path {
+            AckPath::Latest => self.latest_path,
+            AckPath::Fixed(p) => p,
+        };
+        Chunk::Sack(self.sack(path)).emit(out);
+        self.sack_now = false;
+        self.ack_deadline = None;
+        self.in_order_unacked = 0;
+        self.last_rwnd = self.rwnd();
+        self.stats.sacks += 1;
+        Some(path)
+    }
+
+    /// The SACK to send. Past [`MAX_GAPS`] blocks it reports the one holding the latest
+    /// arrival and the highest others: the sender treats gap-acknowledged chunks as
+    /// delivered (we never renege), so the lower blocks were reported when they arrived,
+    /// and SD-FRT needs to hear of each arrival, a retransmission filling a low hole too.
+    fn sack(&self, path: PathId) -> Sack {
+        let mut all: Vec<(u32, u32)> = Vec::new();
+        for &tsn in self.ahead.keys() {
+            let off = (tsn - self.cum).min(u32::MAX as u64 - 1) as u32;
+            match all.last_mut() {
+                Some(last) if last.1 == off => last.1 += 1,
+                _ => all.push((off, off + 1)),
+            }
+        }
+        let mut gaps = all.split_off(all.len().saturating_sub(MAX_GAPS));
+        if let Some(latest) = self.latest_tsn.checked_sub(self.cum) {
+            let holds = |g: &(u32, u32)| (g.0 as u64..g.1 as u64).contains(&latest);
+            if !gaps.iter().any(holds) {
+                if let Some(g) = all.iter().find(|g| holds(g)) {
+                    gaps[0] = *g;
+                }
+            }
+        }
+        Sack {
+            path,
+            cum: self.cum,
+            a_rwnd: self.rwnd().min(u32::MAX as usize) as u32,
+            gaps,
+        }
+    }
+
+    /// When [`Self::handle_timeout`] next has work: the delayed ack.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.sack_now || !self.heartbeat_acks.is_empty() {
+            return None;
+        }
+        self.ack_deadline
+    }
+
+    /// Nothing to do but let [`Self::poll_transmit`] see the delayed ack is due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.ack_deadline.is_some_and(|d| d <= now) {
+            self.sack_now = true;
+        }
+    }
+
+    pub fn stats(&self) -> ReceiverStats {
+        self.stats
+    }
+}

@@ -1,0 +1,463 @@
+//! The sending end: cuts the byte stream into DATA chunks of one TSN space, schedules them
+//! over the paths' windows, and recovers losses from SACKs per path (oSCTP §IV-C) or by
+//! each path's T3-rtx timer, failing paths over as oSCTP §IV-E1 or stock SCTP does.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use super::chunk::{Chunk, Sack};
+use super::congestion::{Coupling, LossResponse};
+use super::path::{Failover, SenderPath};
+use super::sched::{Candidate, Picker};
+use super::{FastRetransmit, StreamConfig, WindowAdvance};
+use crate::{Instant, PathId};
+
+/// Three: RFC 4960 §7.2.4's (and oSCTP's) miss indications before a fast retransmit.
+const FAST_RETRANSMIT_THRESHOLD: u32 = 3;
+
+/// Counters of the sending end.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SenderStats {
+    /// Chunks sent per path, retransmissions included.
+    pub chunks_sent: Vec<u64>,
+    pub fast_retransmits: u64,
+    pub timeouts: u64,
+    pub retransmitted_chunks: u64,
+    pub failures: u64,
+    pub revivals: u64,
+}
+
+#[derive(Debug)]
+struct Sent {
+    payload: Vec<u8>,
+    fin: bool,
+    path: usize,
+    psn: u64,
+    sent_at: Instant,
+    retransmitted: bool,
+    /// Queued for retransmission; not counted in any path's flight.
+    lost: bool,
+    /// Queued by a fast retransmit to leave at once whatever the windows (RFC 4960 §7.2.4).
+    fast: bool,
+    misses: u32,
+}
+
+/// The sending end of one stream over `paths` paths.
+#[derive(Debug)]
+pub struct StreamSender {
+    config: StreamConfig,
+    paths: Vec<SenderPath>,
+    picker: Picker,
+    pending: VecDeque<u8>,
+    finish: bool,
+    fin_sent: bool,
+    next_tsn: u64,
+    /// Every TSN below it is acknowledged.
+    cum: u64,
+    outstanding: BTreeMap<u64, Sent>,
+    retransmit: BTreeSet<u64>,
+    peer_rwnd: u64,
+    dup_cum: u32,
+    stats: SenderStats,
+}
+
+impl StreamSender {
+    pub fn new(config: StreamConfig, paths: usize) -> Self {
+        let mtu = config.mtu as u64;
+        StreamSender {
+            paths: (0..paths.min(PathId::MAX as usize + 1))
+                .map(|_| SenderPath::new(mtu, config.rto))
+                .collect(),
+            picker: Picker::new(config.scheduler),
+            pending: VecDeque::new(),
+            finish: false,
+            fin_sent: false,
+            next_tsn: 0,
+            cum: 0,
+            outstanding: BTreeMap::new(),
+            retransmit: BTreeSet::new(),
+            peer_rwnd: config.initial_peer_rwnd as u64,
+            dup_cum: 0,
+            stats: SenderStats {
+                chunks_sent: vec![0; paths],
+                ..SenderStats::default()
+            },
+            config,
+        }
+    }
+
+    /// Queues bytes; returns how many fit in the send buffer.
+    pub fn write(&mut self, data: &[u8]) -> usize {
+        if self.finish {
+            return 0;
+        }
+        let room = self.config.send_buffer.saturating_sub(self.buffered());
+        let n = room.min(data.len());
+        self.pending.extend(&data[..n]);
+        n
+    }
+
+    /// No more bytes will be written; the last chunk carries FIN.
+    pub fn finish(&mut self) {
+        self.finish = true;
+    }
+
+    /// Bytes written and not yet acknowledged.
+    pub fn buffered(&self) -> usize {
+        self.pending.len()
+            + self
+                .outstanding
+                .values()
+                .map(|s| s.payload.len())
+                .sum::<usize>()
+    }
+
+    /// Every byte and the FIN are acknowledged.
+    pub fn is_done(&self) -> bool {
+        self.fin_sent && self.outstanding.is_empty()
+    }
+
+    pub fn stats(&self) -> &SenderStats {
+        &self.stats
+    }
+
+    /// Path `p`'s congestion window, bytes.
+    pub fn cwnd(&self, p: usize) -> u64 {
+        self.paths[p].window.cwnd()
+    }
+
+    pub fn is_failed(&self, p: usize) -> bool {
+        self.paths[p].failed.is_some()
+    }
+
+    /// The next datagram to send, into `out` (cleared first); returns its path.
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<PathId> {
+        out.clear();
+        if let Some(p) = self.paths.iter().position(|p| p.heartbeat_due) {
+            self.paths[p].heartbeat_due = false;
+            Chunk::Heartbeat {
+                path: p as PathId,
+                nonce: now.as_micros(),
+            }
+            .emit(out);
+            return Some(p as PathId);
+        }
+        let all_failed = self.paths.iter().all(|p| p.failed.is_some());
+        let fast = self
+            .retransmit
+            .first()
+            .and_then(|t| self.outstanding.get(t))
+            .is_some_and(|s| s.fast);
+        let candidates: Vec<Candidate> = self
+            .paths
+            .iter()
+            .map(|p| Candidate {
+                live: p.failed.is_none() || all_failed,
+                open: fast || p.flight < p.window.cwnd(),
+                srtt: p.srtt(),
+            })
+            .collect();
+        let (tsn, avoid) = if let Some(&tsn) = self.retransmit.iter().next() {
+            (tsn, self.outstanding.get(&tsn).map(|s| s.path))
+        } else {
+            let len = self.pending.len().min(self.config.mtu);
+            let flight: u64 = self.paths.iter().map(|p| p.flight).sum();
+            let fin_due = self.finish && !self.fin_sent && self.pending.len() <= self.config.mtu;
+            if len == 0 && !fin_due {
+                return None;
+            }
+            // Flow control (RFC 4960 §6.1 rule A), with a zero-window probe when idle.
+            if len as u64 > self.peer_rwnd && flight > 0 {
+                return None;
+            }
+            (self.next_tsn, None)
+        };
+        let p = self.picker.pick(&candidates, avoid)?;
+        if tsn == self.next_tsn && !self.retransmit.contains(&tsn) {
+            let len = self.pending.len().min(self.config.mtu);
+            let payload: Vec<u8> = self.pending.drain(..len).collect();
+            let fin = self.finish && self.pending.is_empty();
+            self.peer_rwnd = self.peer_rwnd.saturating_sub(len as u64);
+            self.fin_sent |= fin;
+            self.next_tsn += 1;
+            self.outstanding.insert(
+                tsn,
+                Sent {
+                    payload,
+                    fin,
+                    path: p,
+                    psn: 0,
+                    sent_at: now,
+                    retransmitted: false,
+                    lost: false,
+                    fast: false,
+                    misses: 0,
+                },
+            );
+        } else {
+            self.retransmit.remove(&tsn);
+            self.stats.retransmitted_chunks += 1;
+        }
+        let path = &mut self.paths[p];
+        let sent = self.outstanding.get_mut(&tsn)?;
+        if sent.lost {
+            sent.retransmitted = true;
+        }
+        sent.lost = false;
+        sent.fast = false;
+        sent.path = p;
+        sent.psn = path.next_psn;
+        sent.sent_at = now;
+        sent.misses = 0;
+        path.next_psn += 1;
+        path.outstanding.insert(sent.psn, tsn);
+        path.flight += sent.payload.len() as u64;
+        if path.t3.is_none() {
+            path.t3 = Some(now + path.rto.rto());
+        }
+        self.stats.chunks_sent[p] += 1;
+        Chunk::Data {
+            path: p as PathId,
+            tsn,
+            fin: sent.fin,
+            payload: &sent.payload,
+        }
+        .emit(out);
+        Some(p as PathId)
+    }
+
+    /// A datagram arrived on `path`: a SACK or a heartbeat answer. Anything else is ignored.
+    pub fn handle_datagram(&mut self, now: Instant, _path: PathId, bytes: &[u8]) {
+        match Chunk::parse(bytes) {
+            Ok(Chunk::Sack(sack)) => self.on_sack(now, &sack),
+            Ok(Chunk::HeartbeatAck { path, nonce }) => {
+                let Some(p) = self.paths.get_mut(path as usize) else {
+                    return;
+                };
+                if nonce <= now.as_micros() {
+                    p.rto
+                        .on_sample(now.saturating_duration_since(Instant::from_micros(nonce)));
+                }
+                if p.failed.is_some() {
+                    p.revive();
+                    self.stats.revivals += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_sack(&mut self, now: Instant, sack: &Sack) {
+        if sack.cum < self.cum || sack.cum > self.next_tsn {
+            return;
+        }
+        let n = self.paths.len();
+        let flight_before: Vec<u64> = self.paths.iter().map(|p| p.flight).collect();
+        let lowest_before: Vec<Option<u64>> = self
+            .paths
+            .iter()
+            .map(|p| p.outstanding.keys().next().copied())
+            .collect();
+        // Newly acknowledged chunks: below the new cumulative TSN, then in the gap blocks.
+        let mut acked: Vec<u64> = self
+            .outstanding
+            .range(..sack.cum)
+            .map(|(&t, _)| t)
+            .collect();
+        for &(start, end) in &sack.gaps {
+            let lo = sack.cum + start as u64;
+            let hi = (sack.cum + end as u64).min(self.next_tsn);
+            if lo < hi {
+                acked.extend(self.outstanding.range(lo..hi).map(|(&t, _)| t));
+            }
+        }
+        let cum_advanced = sack.cum > self.cum;
+        self.cum = sack.cum;
+        let mut bytes = vec![0u64; n];
+        let mut acked_psns: Vec<Vec<u64>> = vec![Vec::new(); n];
+        let mut lowest_acked = vec![false; n];
+        for tsn in acked {
+            let Some(s) = self.outstanding.remove(&tsn) else {
+                continue;
+            };
+            let path = &mut self.paths[s.path];
+            path.errors = 0;
+            if path.failed.is_some() && self.config.failover == Failover::Osctp {
+                path.revive();
+                self.stats.revivals += 1;
+            }
+            if s.lost {
+                self.retransmit.remove(&tsn);
+                continue;
+            }
+            path.flight -= s.payload.len() as u64;
+            path.outstanding.remove(&s.psn);
+            bytes[s.path] += s.payload.len() as u64;
+            acked_psns[s.path].push(s.psn);
+            lowest_acked[s.path] |= lowest_before[s.path] == Some(s.psn);
+            if !s.retransmitted {
+                path.rto.on_sample(now - s.sent_at);
+            }
+        }
+        let flight: u64 = self.paths.iter().map(|p| p.flight).sum();
+        self.peer_rwnd = (sack.a_rwnd as u64).saturating_sub(flight);
+
+        // Window advance (RFC 4960 §7.2.1; oSCTP §IV-C2).
+        let coupling = (self.config.loss_response == LossResponse::Lia).then(|| {
+            Coupling::new(
+                self.paths
+                    .iter()
+                    .filter(|p| p.failed.is_none())
+                    .map(|p| (p.window.cwnd() as f64, p.srtt().as_secs_f64().max(1e-3))),
+            )
+        });
+        for p in 0..n {
+            let max_psn = acked_psns[p].iter().max().copied();
+            let path = &mut self.paths[p];
+            if let (Some(r), Some(m)) = (path.recover_psn, max_psn) {
+                if m >= r {
+                    path.recover_psn = None;
+                }
+            }
+            let may_advance = match self.config.window_advance {
+                WindowAdvance::CumulativeDriven => cum_advanced,
+                WindowAdvance::SackAndCumulativeDriven => cum_advanced || lowest_acked[p],
+            };
+            let was_full = flight_before[p] + self.config.mtu as u64 >= path.window.cwnd();
+            if bytes[p] > 0 && may_advance && was_full && path.recover_psn.is_none() {
+                path.window.on_ack(bytes[p], coupling);
+            }
+            // T3-rtx (RFC 4960 §6.3.2 R2-R3).
+            if path.flight == 0 {
+                path.t3 = None;
+            } else if lowest_acked[p] {
+                path.t3 = Some(now + path.rto.rto());
+            }
+        }
+
+        // Fast retransmit.
+        let mut lost: Vec<u64> = Vec::new();
+        match self.config.fast_retransmit {
+            FastRetransmit::CumulativeDriven => {
+                if cum_advanced {
+                    self.dup_cum = 0;
+                } else if !sack.gaps.is_empty() {
+                    self.dup_cum += 1;
+                    if self.dup_cum == FAST_RETRANSMIT_THRESHOLD {
+                        lost.extend(
+                            self.outstanding
+                                .iter()
+                                .find(|(_, s)| !s.lost)
+                                .map(|(&t, _)| t),
+                        );
+                    }
+                }
+            }
+            FastRetransmit::SackDriven => {
+                for (p, psns) in acked_psns.iter_mut().enumerate() {
+                    let Some(&max) = psns.iter().max() else {
+                        continue;
+                    };
+                    psns.sort_unstable();
+                    let path = &self.paths[p];
+                    for (&psn, &tsn) in path.outstanding.range(..max) {
+                        let later = psns.len() - psns.partition_point(|&q| q <= psn);
+                        if let Some(s) = self.outstanding.get_mut(&tsn) {
+                            s.misses += later as u32;
+                            if s.misses >= FAST_RETRANSMIT_THRESHOLD {
+                                lost.push(tsn);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        for (i, tsn) in lost.into_iter().enumerate() {
+            self.fast_retransmit(tsn, i == 0);
+        }
+    }
+
+    /// Marks `tsn` for retransmission and applies the loss response on the path it was
+    /// sent on, once per recovery period there. The first chunk a SACK marks leaves at once
+    /// whatever the windows (RFC 4960 §7.2.4: one packet), the rest as windows open.
+    fn fast_retransmit(&mut self, tsn: u64, bypass: bool) {
+        let total_rate: f64 = self
+            .paths
+            .iter()
+            .filter(|p| p.failed.is_none())
+            .map(|p| p.rate())
+            .sum();
+        let Some(s) = self.outstanding.get_mut(&tsn) else {
+            return;
+        };
+        if s.lost {
+            return;
+        }
+        self.stats.fast_retransmits += 1;
+        s.fast = bypass;
+        let p = s.path;
+        let path = &mut self.paths[p];
+        mark_lost(path, s, tsn, &mut self.retransmit);
+        if path.recover_psn.is_none() {
+            let share = path.rate() / total_rate.max(1e-9);
+            path.window.on_loss(self.config.loss_response.keep(share));
+            path.recover_psn = Some(path.next_psn);
+        }
+        if path.flight == 0 {
+            path.t3 = None;
+        }
+    }
+
+    /// The earliest T3-rtx expiry or heartbeat.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.paths
+            .iter()
+            .flat_map(|p| [p.t3, p.failed])
+            .flatten()
+            .min()
+    }
+
+    /// Runs the timers due at `now`; harmless when early.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let interval = self.config.failover.heartbeat_interval();
+        for i in 0..self.paths.len() {
+            let path = &mut self.paths[i];
+            if let Some(at) = path.failed {
+                if at <= now {
+                    path.heartbeat_due = true;
+                    path.failed = Some(now + interval);
+                }
+            }
+            if path.t3.is_none_or(|t| t > now) {
+                continue;
+            }
+            // RFC 4960 §6.3.3: back off, one MTU of window, everything on the path is lost.
+            self.stats.timeouts += 1;
+            path.t3 = None;
+            path.rto.back_off();
+            path.window.on_timeout();
+            path.recover_psn = None;
+            path.errors += 1;
+            let tsns: Vec<u64> = path.outstanding.values().copied().collect();
+            for tsn in tsns {
+                if let Some(s) = self.outstanding.get_mut(&tsn) {
+                    mark_lost(path, s, tsn, &mut self.retransmit);
+                }
+            }
+            let fail = match self.config.failover {
+                Failover::Osctp => true,
+                Failover::Stock { path_max_retrans } => path.errors > path_max_retrans,
+            };
+            if fail && path.failed.is_none() {
+                path.fail(now, interval);
+                self.stats.failures += 1;
+            }
+        }
+    }
+}
+
+fn mark_lost(path: &mut SenderPath, s: &mut Sent, tsn: u64, retransmit: &mut BTreeSet<u64>) {
+    s.lost = true;
+    path.flight -= s.payload.len() as u64;
+    path.outstanding.remove(&s.psn);
+    retransmit.insert(tsn);
+}
