@@ -85,6 +85,8 @@ pub struct StreamOutcome {
     /// Bytes read in each bin of `bin` from time zero.
     pub delivered: Vec<u64>,
     pub bin: Duration,
+    /// The run's duration.
+    pub duration: Duration,
     pub sender: SenderStats,
     pub receiver: ReceiverStats,
     /// Per path, forward then reverse.
@@ -97,16 +99,18 @@ impl StreamOutcome {
     /// Goodput over `[from, to)`, Mbit/s (whole bins).
     pub fn mbps_between(&self, from: Duration, to: Duration) -> f64 {
         let b = self.bin.as_nanos().max(1);
-        let (i, j) = (
-            (from.as_nanos() / b) as usize,
-            (to.as_nanos() / b) as usize,
-        );
+        let (i, j) = ((from.as_nanos() / b) as usize, (to.as_nanos() / b) as usize);
         let j = j.min(self.delivered.len());
         if j <= i {
             return 0.0;
         }
         let bytes: u64 = self.delivered[i..j].iter().sum();
         bytes as f64 * 8.0 / ((j - i) as f64 * self.bin.as_secs_f64()) / 1e6
+    }
+
+    /// Goodput over the whole run, Mbit/s.
+    pub fn mean_mbps(&self) -> f64 {
+        self.bytes_read as f64 * 8.0 / self.duration.as_secs_f64().max(1e-9) / 1e6
     }
 
     /// Goodput of a fixed-length transfer from start to FIN, Mbit/s (0 if unfinished).
@@ -128,10 +132,7 @@ pub fn pattern_byte(offset: u64) -> u8 {
 #[derive(Debug, thiserror::Error)]
 pub enum StreamRunError {
     #[error("stream path {path}: {error}")]
-    Link {
-        path: usize,
-        error: LinkConfigError,
-    },
+    Link { path: usize, error: LinkConfigError },
     #[error("a stream run needs 1 to 256 paths, got {0}")]
     Paths(usize),
 }
@@ -172,22 +173,30 @@ pub fn run_stream(run: &StreamRun) -> Result<StreamOutcome, StreamRunError> {
     let mut scratch = vec![0u8; 64 * 1024];
     let mut buf = Vec::new();
     let (mut written, mut read, mut intact) = (0u64, 0u64, true);
+    let (mut chunk_start, mut chunk_end) = (0u64, 0u64);
     let mut done_at = None;
     let mut now = Instant::ZERO;
     loop {
-        // The source: as much as the send buffer takes.
+        // The source: as much as the send buffer takes, from a window of the pattern
+        // generated once per 64 kB.
         loop {
-            let left = run.bytes.map_or(u64::MAX, |b| b - written);
-            let len = (chunk.len() as u64).min(left) as usize;
-            if len == 0 {
-                break;
+            if written == chunk_end {
+                let left = run.bytes.map_or(u64::MAX, |b| b - written);
+                let len = (chunk.len() as u64).min(left) as usize;
+                if len == 0 {
+                    break;
+                }
+                for (k, b) in chunk[..len].iter_mut().enumerate() {
+                    *b = pattern_byte(written + k as u64);
+                }
+                chunk_start = written;
+                chunk_end = written + len as u64;
             }
-            for (k, b) in chunk[..len].iter_mut().enumerate() {
-                *b = pattern_byte(written + k as u64);
-            }
-            let took = s.write(&chunk[..len]);
+            let from = (written - chunk_start) as usize;
+            let avail = (chunk_end - written) as usize;
+            let took = s.write(&chunk[from..from + avail]);
             written += took as u64;
-            if took < len {
+            if took < avail || took == 0 {
                 break;
             }
         }
@@ -256,6 +265,7 @@ pub fn run_stream(run: &StreamRun) -> Result<StreamOutcome, StreamRunError> {
         done_at,
         delivered,
         bin: run.bin,
+        duration: run.duration,
         sender: s.stats().clone(),
         receiver: r.stats(),
         links: fwd
