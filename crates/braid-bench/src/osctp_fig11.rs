@@ -106,6 +106,8 @@ impl Bench for OsctpFig11 {
             "timeouts",
         ]);
         let mut worst = [0.0f64; SYSTEMS.len()];
+        // The longest failover stall per system: a lower bound where recovery never came.
+        let mut stalls = [0.0f64; SYSTEMS.len()];
         let mut rows = Vec::new();
         for (k, &seed) in seeds.iter().enumerate() {
             for (j, (name, _)) in SYSTEMS.iter().enumerate() {
@@ -123,6 +125,7 @@ impl Bench for OsctpFig11 {
                 let fail = Duration::from_secs_f64(FAIL_AT_S);
                 let stall = longest_stall_ms(o, fail, fail + Duration::from_secs(1));
                 let stall_before = longest_stall_ms(o, Duration::from_secs(5), fail);
+                stalls[j] = stalls[j].max(stall);
                 table.row([
                     seed.to_string(),
                     name.to_string(),
@@ -159,10 +162,18 @@ impl Bench for OsctpFig11 {
                 300.0,
                 false,
             )
-            .with_baseline(SYSTEMS[1].0, worst[1]),
+            .with_baseline(
+                SYSTEMS[1].0,
+                if worst[1].is_finite() {
+                    worst[1]
+                } else {
+                    stalls[1]
+                },
+            ),
             notes: vec![format!(
                 "path 2 down at {FAIL_AT_S} s for good; recovered = the stall over and every \
-                 10 s window after reads >= {FLOOR} × {} Mbit/s; worst over {} seed(s)",
+                 10 s window after reads >= {FLOOR} × {} Mbit/s; worst over {} seed(s); a \
+                 system that never recovers shows its stall beside the headline",
                 f(ideal_mbps(2.0), 3),
                 seeds.len()
             )],
