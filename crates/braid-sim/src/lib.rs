@@ -9,6 +9,7 @@
 //! - [`node`]: the interface hosts and engines share.
 //! - [`world`]: the event loop that moves packets between hosts, engines and links.
 //! - [`scenario`]: the TOML scenario format (docs/scenarios.md).
+//! - [`stream_world`]: the two ends of the multipath reliable stream over simulated paths.
 
 pub mod host;
 pub mod link;
@@ -16,6 +17,7 @@ pub mod metrics;
 pub mod node;
 pub mod rng;
 pub mod scenario;
+pub mod stream_world;
 pub mod world;
 
 pub use link::TraceCache;

@@ -9,12 +9,14 @@
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LossResponse {
     /// Reno's: ssthresh = cwnd / 2 (RFC 4960 §7.2.3), uncoupled increase.
-    #[default]
     Halving,
     /// PRISM §6.2.2's Additive Increase, Proportional Decrease, per path: the window is cut
     /// by half the path's share of the summed rate, so a lone path halves as Reno does and a
     /// path carrying little of the total barely slows. (The paper's formula for p is
     /// garbled in our copy; this is the reading that agrees with Reno on one link.)
+    /// braid's default: the slow long path of osctp-fig9-stream's panel b halves its
+    /// window at each overflow of its queue, where it carries a third of the total.
+    #[default]
     Proportional,
     /// RFC 6356's Linked Increases: halving, with the coupled increase.
     Lia,

@@ -17,7 +17,7 @@
 //! - [`chunk`]: the wire format (DATA, SACK, HEARTBEAT, HEARTBEAT-ACK).
 //! - [`rto`]: RFC 6298's retransmission timeout.
 //! - [`congestion`]: one path's window and the loss responses.
-//! - [`sched`]: round-robin, Lazy and Smallest-RTT.
+//! - [`sched`]: round-robin, Lazy, Smallest-RTT and braid's delay-based.
 //! - [`path`]: the sender's per-path state and failover modes.
 //! - [`sender`], [`receiver`]: the two ends.
 

@@ -4,8 +4,7 @@
 
 use std::time::Duration;
 
-/// RTO bounds and initial value (RFC 4960 §15: RTO.Initial 3 s, RTO.Min 1 s, RTO.Max 60 s;
-/// RFC 6298 lowers the initial value to 1 s, which we take).
+/// RTO bounds and initial value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RtoParams {
     pub initial: Duration,
@@ -13,12 +12,26 @@ pub struct RtoParams {
     pub max: Duration,
 }
 
+impl RtoParams {
+    /// RFC 4960 §15's RTO.Min 1 s and RTO.Max 60 s (stock SCTP's; Linux SCTP's rto_min),
+    /// with RFC 6298's 1 s initial value.
+    pub const RFC4960: RtoParams = RtoParams {
+        initial: Duration::from_secs(1),
+        min: Duration::from_secs(1),
+        max: Duration::from_secs(60),
+    };
+}
+
 impl Default for RtoParams {
+    /// The stream's: a 200 ms floor, Linux TCP's TCP_RTO_MIN (RFC 6298 §2.4 allows a
+    /// lower one than 1 s). oSCTP fails a path at its first expiry, so the floor is the
+    /// failover stall: 1 s kept osctp-fig11's recovery above a second. Each chunk sent
+    /// once gives an RTT sample, so RTTVAR follows a growing queue and a spurious expiry
+    /// costs a window, the failed path coming back on the next ack of its data.
     fn default() -> Self {
         RtoParams {
-            initial: Duration::from_secs(1),
-            min: Duration::from_secs(1),
-            max: Duration::from_secs(60),
+            min: Duration::from_millis(200),
+            ..RtoParams::RFC4960
         }
     }
 }

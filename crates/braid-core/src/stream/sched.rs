@@ -1,4 +1,5 @@
-//! oSCTP §IV-D's schedulers over the per-path windows: which path the next chunk goes on.
+//! The schedulers over the per-path windows: which path the next chunk goes on. oSCTP
+//! §IV-D's round-robin, Lazy and Smallest-RTT, and braid's delay-based one (the default).
 
 use std::time::Duration;
 
@@ -10,8 +11,15 @@ pub enum StreamScheduler {
     /// Stay on the current path until its window is exhausted, then move to the next.
     Lazy,
     /// The path with the smallest RTT whose window is open (oSCTP's default).
-    #[default]
     SmallestRtt,
+    /// braid's: the path that delivers the chunk earliest. An open path delivers it after
+    /// its one-way delay (SRTT / 2); waiting instead for the faster paths delivers it once
+    /// they have drained the backlog ahead of it at their window rates (cwnd / SRTT). A
+    /// slower open path is used only when it is the earlier of the two, so a bulk backlog
+    /// fills every window and a short write stays on the fastest path (the PluriBus
+    /// delay-based idea, and ECF's test, over the stream's windows).
+    #[default]
+    DelayBased,
 }
 
 /// What the scheduler sees of one path.
@@ -22,6 +30,8 @@ pub struct Candidate {
     /// Its window has room for another chunk.
     pub open: bool,
     pub srtt: Duration,
+    /// The delivery rate its window allows, bytes per second.
+    pub rate: f64,
 }
 
 /// Scheduler state: the path in turn (round-robin) or in use (Lazy).
@@ -37,8 +47,14 @@ impl Picker {
     }
 
     /// The path for the next chunk, or None to wait. `avoid` is a path to pass over when
-    /// another is open (a retransmission's previous path, RFC 4960 §6.4).
-    pub fn pick(&mut self, paths: &[Candidate], avoid: Option<usize>) -> Option<usize> {
+    /// another is open (a retransmission's previous path, RFC 4960 §6.4). `backlog` is the
+    /// bytes waiting to be sent, this chunk's included.
+    pub fn pick(
+        &mut self,
+        paths: &[Candidate],
+        avoid: Option<usize>,
+        backlog: u64,
+    ) -> Option<usize> {
         let n = paths.len();
         if n == 0 {
             return None;
@@ -71,8 +87,33 @@ impl Picker {
             StreamScheduler::SmallestRtt => {
                 (0..n).filter(|&i| usable(i)).min_by_key(|&i| paths[i].srtt)
             }
+            StreamScheduler::DelayBased => delay_based(paths, backlog),
         }
     }
+}
+
+/// See [`StreamScheduler::DelayBased`].
+fn delay_based(paths: &[Candidate], backlog: u64) -> Option<usize> {
+    let mut live: Vec<usize> = (0..paths.len()).filter(|&i| paths[i].live).collect();
+    live.sort_by_key(|&i| paths[i].srtt);
+    let fastest = *live.first()?;
+    let owd = |i: usize| paths[i].srtt.as_secs_f64() / 2.0;
+    let mut faster_rate = 0.0;
+    for (k, &i) in live.iter().enumerate() {
+        if paths[i].open {
+            if k == 0 {
+                return Some(i);
+            }
+            // Waiting for the faster paths: the backlog drains at their summed rate, then
+            // the chunk takes the fastest one-way delay.
+            let wait = backlog as f64 / faster_rate + owd(fastest);
+            if owd(i) <= wait {
+                return Some(i);
+            }
+        }
+        faster_rate += paths[i].rate.max(1.0);
+    }
+    None
 }
 
 #[cfg(test)]
@@ -84,6 +125,7 @@ mod tests {
             live: true,
             open,
             srtt: Duration::from_millis(ms),
+            rate: 100_000.0,
         }
     }
 
@@ -91,20 +133,37 @@ mod tests {
     fn each_scheduler_picks_as_osctp_describes() {
         let mut rr = Picker::new(StreamScheduler::RoundRobin);
         let both = [c(true, 100), c(true, 50)];
-        assert_eq!(rr.pick(&both, None), Some(0));
-        assert_eq!(rr.pick(&both, None), Some(1));
+        assert_eq!(rr.pick(&both, None, 0), Some(0));
+        assert_eq!(rr.pick(&both, None, 0), Some(1));
         // path 0's turn, its window shut: wait even though path 1 is open
-        assert_eq!(rr.pick(&[c(false, 100), c(true, 50)], None), None);
+        assert_eq!(rr.pick(&[c(false, 100), c(true, 50)], None, 0), None);
 
         let mut lazy = Picker::new(StreamScheduler::Lazy);
-        assert_eq!(lazy.pick(&both, None), Some(0));
-        assert_eq!(lazy.pick(&both, None), Some(0));
-        assert_eq!(lazy.pick(&[c(false, 100), c(true, 50)], None), Some(1));
-        assert_eq!(lazy.pick(&both, None), Some(1));
+        assert_eq!(lazy.pick(&both, None, 0), Some(0));
+        assert_eq!(lazy.pick(&both, None, 0), Some(0));
+        assert_eq!(lazy.pick(&[c(false, 100), c(true, 50)], None, 0), Some(1));
+        assert_eq!(lazy.pick(&both, None, 0), Some(1));
 
         let mut srtt = Picker::new(StreamScheduler::SmallestRtt);
-        assert_eq!(srtt.pick(&both, None), Some(1));
-        assert_eq!(srtt.pick(&[c(true, 100), c(false, 50)], None), Some(0));
-        assert_eq!(srtt.pick(&both, Some(1)), Some(0));
+        assert_eq!(srtt.pick(&both, None, 0), Some(1));
+        assert_eq!(srtt.pick(&[c(true, 100), c(false, 50)], None, 0), Some(0));
+        assert_eq!(srtt.pick(&both, Some(1), 0), Some(0));
+    }
+
+    #[test]
+    fn delay_based_waits_for_the_fast_path_unless_the_backlog_is_long() {
+        let mut d = Picker::new(StreamScheduler::DelayBased);
+        // Fast path (50 ms RTT) full, slow path (400 ms) open; the fast path drains
+        // 100 kB/s. One chunk: waiting costs 12 ms + 25 ms, less than 200 ms: wait.
+        let paths = [c(false, 50), c(true, 400)];
+        assert_eq!(d.pick(&paths, None, 1200), None);
+        // 20 kB ahead: 200 ms + 25 ms of waiting, more than 200 ms: the slow path.
+        assert_eq!(d.pick(&paths, None, 20_000), Some(1));
+        // The fast path open: always it.
+        assert_eq!(d.pick(&[c(true, 50), c(true, 400)], None, 1 << 20), Some(0));
+        // A failed fast path does not hold chunks back.
+        let mut failed = c(false, 50);
+        failed.live = false;
+        assert_eq!(d.pick(&[failed, c(true, 400)], None, 1200), Some(1));
     }
 }

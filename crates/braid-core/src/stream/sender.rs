@@ -54,6 +54,8 @@ pub struct StreamSender {
     /// Every TSN below it is acknowledged.
     cum: u64,
     outstanding: BTreeMap<u64, Sent>,
+    /// Payload bytes in `outstanding`.
+    outstanding_bytes: usize,
     retransmit: BTreeSet<u64>,
     peer_rwnd: u64,
     dup_cum: u32,
@@ -74,6 +76,7 @@ impl StreamSender {
             next_tsn: 0,
             cum: 0,
             outstanding: BTreeMap::new(),
+            outstanding_bytes: 0,
             retransmit: BTreeSet::new(),
             peer_rwnd: config.initial_peer_rwnd as u64,
             dup_cum: 0,
@@ -103,12 +106,7 @@ impl StreamSender {
 
     /// Bytes written and not yet acknowledged.
     pub fn buffered(&self) -> usize {
-        self.pending.len()
-            + self
-                .outstanding
-                .values()
-                .map(|s| s.payload.len())
-                .sum::<usize>()
+        self.pending.len() + self.outstanding_bytes
     }
 
     /// Every byte and the FIN are acknowledged.
@@ -154,6 +152,7 @@ impl StreamSender {
                 live: p.failed.is_none() || all_failed,
                 open: fast || p.flight < p.window.cwnd(),
                 srtt: p.srtt(),
+                rate: p.rate(),
             })
             .collect();
         let (tsn, avoid) = if let Some(&tsn) = self.retransmit.iter().next() {
@@ -171,7 +170,14 @@ impl StreamSender {
             }
             (self.next_tsn, None)
         };
-        let p = self.picker.pick(&candidates, avoid)?;
+        let backlog = self.pending.len() as u64
+            + self
+                .retransmit
+                .iter()
+                .filter_map(|t| self.outstanding.get(t))
+                .map(|s| s.payload.len() as u64)
+                .sum::<u64>();
+        let p = self.picker.pick(&candidates, avoid, backlog.max(1))?;
         if tsn == self.next_tsn && !self.retransmit.contains(&tsn) {
             let len = self.pending.len().min(self.config.mtu);
             let payload: Vec<u8> = self.pending.drain(..len).collect();
@@ -179,6 +185,7 @@ impl StreamSender {
             self.peer_rwnd = self.peer_rwnd.saturating_sub(len as u64);
             self.fin_sent |= fin;
             self.next_tsn += 1;
+            self.outstanding_bytes += payload.len();
             self.outstanding.insert(
                 tsn,
                 Sent {
@@ -279,6 +286,7 @@ impl StreamSender {
             let Some(s) = self.outstanding.remove(&tsn) else {
                 continue;
             };
+            self.outstanding_bytes -= s.payload.len();
             let path = &mut self.paths[s.path];
             path.errors = 0;
             if path.failed.is_some() && self.config.failover == Failover::Osctp {
