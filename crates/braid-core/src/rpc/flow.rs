@@ -20,6 +20,7 @@
 //! is a bare ACK, since a newer one was already released.
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use super::loss::{LossDetector, Lost};
 use super::meta::{Identified, MetaState};
@@ -164,6 +165,7 @@ impl RpcFlow {
             let mut held = Vec::new();
             self.reseq.take_all(&mut held);
             sink.stats.released_on_loss += held.len() as u64;
+            note_hold(sink.stats, now, &held);
             for h in held {
                 self.release(h.packet, Form::Original, sink.release);
             }
@@ -193,6 +195,7 @@ impl RpcFlow {
             });
             if let Some(h) = pushed {
                 sink.stats.released_on_overflow += 1;
+                note_hold(sink.stats, now, std::slice::from_ref(&h));
                 self.release(h.packet, Form::Original, sink.release);
             }
             return;
@@ -201,6 +204,7 @@ impl RpcFlow {
         let mut batch = Vec::new();
         self.reseq.take_up_to(ack, &mut batch);
         sink.stats.released_resequenced += batch.len() as u64;
+        note_hold(sink.stats, now, &batch);
         sink.stats.passed += 1;
         batch.push(Held {
             packet,
@@ -215,15 +219,20 @@ impl RpcFlow {
         }
     }
 
-    /// Releases the ACKs held for `max_hold` by `now`.
-    pub(super) fn on_timeout(&mut self, now: Instant, release: &mut VecDeque<Vec<u8>>) -> u64 {
+    /// Releases the ACKs held for `max_hold` by `now`: how many, and the longest held.
+    pub(super) fn on_timeout(
+        &mut self,
+        now: Instant,
+        release: &mut VecDeque<Vec<u8>>,
+    ) -> (u64, Duration) {
         let mut expired = Vec::new();
         self.reseq.take_expired(now, &mut expired);
         let n = expired.len() as u64;
+        let longest = longest_hold(now, &expired);
         for h in expired {
             self.release(h.packet, Form::Original, release);
         }
-        n
+        (n, longest)
     }
 
     /// Releases every held ACK (the flow is going away).
@@ -233,6 +242,11 @@ impl RpcFlow {
         for h in all {
             self.release(h.packet, Form::Original, release);
         }
+    }
+
+    /// The highest cumulative ACK released (as on the wire) and the highest TSval.
+    pub fn released(&self) -> (u32, Option<u32>) {
+        (seq::wire(self.released_ack), self.released_tsval)
     }
 
     pub fn deadline(&self) -> Option<Instant> {
@@ -270,4 +284,15 @@ impl RpcFlow {
         segment::rewrite(&mut packet, &seg, rw);
         out.push_back(packet);
     }
+}
+
+fn longest_hold(now: Instant, held: &[Held]) -> Duration {
+    held.iter()
+        .map(|h| now.saturating_duration_since(h.held_at))
+        .max()
+        .unwrap_or(Duration::ZERO)
+}
+
+fn note_hold(stats: &mut RpcStats, now: Instant, held: &[Held]) {
+    stats.longest_hold = stats.longest_hold.max(longest_hold(now, held));
 }
