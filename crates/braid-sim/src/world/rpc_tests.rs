@@ -65,3 +65,40 @@ fn without_rpc_the_same_download_has_no_controller() {
     );
     assert!(e.server.rpc_stats().is_none());
 }
+
+/// The same links, 1% loss on the far one, no loss masking in braid: the losses reach the
+/// inner TCP, and RPC ships each to the sender as a negative ACK.
+fn run_lossy(tcp_cc: &str) -> Report {
+    let text = STRIPED
+        .replace(
+            "[engine]\n",
+            "[engine]\nloss_recovery = \"none\"\nloss_guard = false\n",
+        )
+        .replace(
+            "rate_mbps = 0.6, delay_ms = 160 }",
+            "rate_mbps = 0.6, delay_ms = 160, loss = { model = \"bernoulli\", p = 0.01 } }",
+        )
+        .replace(
+            "bytes = 1500000\n",
+            &format!("bytes = 1500000\ntcp_cc = \"{tcp_cc}\"\n"),
+        );
+    let s = Scenario::parse(&text, "prism", Path::new("."), &mut TraceCache::new()).unwrap();
+    run(&s, &mut TraceCache::new(), None).unwrap()
+}
+
+#[test]
+fn tcp_prism_acts_on_rpcs_negative_acks_and_cubic_ignores_them() {
+    for cc in ["prism", "cubic"] {
+        let r = run_lossy(cc);
+        let w = &r.workloads[0];
+        assert_eq!(w.bulk.as_ref().unwrap().bytes_received, 1_500_000, "{cc}");
+        let sender = w.tcp.as_ref().unwrap().sender.as_ref().unwrap();
+        println!("{cc}: {sender:?}");
+        assert!(sender.retransmits > 0, "{cc}");
+        if cc == "prism" {
+            assert!(sender.nacks > 0, "{sender:?}");
+        } else {
+            assert_eq!(sender.nacks, 0);
+        }
+    }
+}

@@ -117,6 +117,13 @@ pub struct SenderStats {
     pub fast_recoveries: u64,
     pub timeouts: u64,
     pub loss_probes: u64,
+    /// Negative ACKs TCP-PRISM acted on (`tcp_cc = "prism"`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub nacks: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl SenderStats {
@@ -126,6 +133,7 @@ impl SenderStats {
         self.fast_recoveries += o.fast_recoveries;
         self.timeouts += o.timeouts;
         self.loss_probes += o.loss_probes;
+        self.nacks += o.nacks;
     }
 }
 
@@ -177,6 +185,8 @@ pub struct Sender {
     blocked: bool,
     reo_wait: Option<Duration>,
     stats: SenderStats,
+    /// TCP-PRISM (PRISM §6.2.2): act on the Reverse Path Controller's negative ACKs.
+    prism: bool,
 }
 
 impl Sender {
@@ -225,7 +235,14 @@ impl Sender {
             blocked: false,
             reo_wait: None,
             stats: SenderStats::default(),
+            prism: false,
         }
+    }
+
+    /// Runs TCP-PRISM's loss response when `prism`.
+    pub fn with_prism(mut self, prism: bool) -> Sender {
+        self.prism = prism;
+        self
     }
 
     /// The handshake is over: the peer's first window (`wnd`, unscaled as a SYN carries
@@ -439,19 +456,24 @@ impl Sender {
         }
         self.on_tlp_ack(ack, dsack, advanced || seg_len > 0 || delivered > 0);
 
-        let newly_lost = if self.sack {
-            self.detect_loss(now)
-        } else {
-            if dupack {
-                self.dupacks += 1;
-                delivered += 1;
-            }
-            let mark = match self.ca {
-                CaState::Recovery => advanced,
-                _ => self.dupacks >= DUP_THRESH,
-            };
-            u32::from(mark && self.board.mark_head_lost())
+        let nacked = match h.nack {
+            Some((seq, share)) if self.prism => self.on_nack(seq, share),
+            _ => 0,
         };
+        let newly_lost = nacked
+            + if self.sack {
+                self.detect_loss(now)
+            } else {
+                if dupack {
+                    self.dupacks += 1;
+                    delivered += 1;
+                }
+                let mark = match self.ca {
+                    CaState::Recovery => advanced,
+                    _ => self.dupacks >= DUP_THRESH,
+                };
+                u32::from(mark && self.board.mark_head_lost())
+            };
 
         // Linux `tcp_fastretrans_alert` and `tcp_cong_control`.
         if self.ca != CaState::Open && self.una >= self.high_seq {
@@ -496,6 +518,36 @@ impl Sender {
             .rack_detect(now, xmit, end, self.rack.rtt() + reo);
         self.reo_wait = wait;
         lost
+    }
+
+    /// TCP-PRISM (PRISM §6.2.2): the segment starting at `seq` was lost on a link with
+    /// `share`/65535 of the bandwidth. It is marked for retransmission at once (no
+    /// duplicate ACKs awaited) and the window's target cut by that share only, each time
+    /// another link loses ("Additive Increase and Proportional Decrease"); PRR then paces
+    /// the window down to it. Returns the segments newly marked lost.
+    fn on_nack(&mut self, seq: Seq, share: u16) -> u32 {
+        let Some(i) = self.board.position_of(seq) else {
+            return 0;
+        };
+        if !self.board.mark_lost_once(i) {
+            return 0;
+        }
+        self.stats.nacks += 1;
+        let keep = 1.0 - f64::from(share) / 65535.0;
+        if self.ca == CaState::Open {
+            self.stats.fast_recoveries += 1;
+            self.ca = CaState::Recovery;
+            self.high_seq = self.nxt;
+            self.prior_cwnd = self.cc.window();
+            self.cc.on_proportional_decrease(keep, self.cc.window());
+            self.prr_delivered = 0;
+            self.prr_out = 0;
+            self.tlp = None;
+        } else {
+            let target = self.cc.ssthresh().min(self.prior_cwnd);
+            self.cc.on_proportional_decrease(keep, target);
+        }
+        1
     }
 
     /// Linux `tcp_enter_recovery`: ssthresh from Cubic, PRR from here.
