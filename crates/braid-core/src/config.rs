@@ -38,6 +38,14 @@ pub enum SchedulerKind {
     Adas,
     /// Every packet on every usable path.
     Redundant,
+    /// A usable path drawn at random for each packet (PRISM Figure 9's baseline).
+    Random,
+    /// The path with the smallest expected arrival time, half its RTT (PRISM Figure 9's
+    /// hRTT-only: ADAS's rule 1 for every packet).
+    HrttOnly,
+    /// The path with the least in-flight utilization, ties to the lower id (PRISM Figure
+    /// 9's U-only: ADAS's rule 2 without rules 1 and 3).
+    UtilizationOnly,
 }
 
 /// The loss-recovery method a session uses, with its parameters (docs/scenarios.md,
