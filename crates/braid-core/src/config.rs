@@ -600,6 +600,9 @@ pub enum Reordering {
     /// The receiving end delivers on arrival and nothing hides the reordering (PRISM's
     /// vanilla striping).
     None,
+    /// As `rpc` with ACK re-sequencing only: no per-link loss detection, no negative ACKs,
+    /// no state machine (PRISM Figure 11's middle system).
+    AckResequencing,
 }
 
 /// How the resequencing buffer's hole timeout is chosen.

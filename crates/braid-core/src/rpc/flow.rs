@@ -51,6 +51,7 @@ pub struct RpcFlow {
     pub(super) last_active: Instant,
     ids: Vec<Identified>,
     lost: Vec<Lost>,
+    detect_losses: bool,
 }
 
 /// Where an ACK's effects go.
@@ -86,6 +87,7 @@ impl RpcFlow {
             last_active: now,
             ids: Vec::new(),
             lost: Vec::new(),
+            detect_losses: cfg.detect_losses,
         }
     }
 
@@ -132,7 +134,9 @@ impl RpcFlow {
         for d in &self.ids {
             sink.share.on_delivered(now, d.link, d.end - d.start);
         }
-        self.loss.detect(&mut self.meta, &self.ids, &mut self.lost);
+        if self.detect_losses {
+            self.loss.detect(&mut self.meta, &self.ids, &mut self.lost);
+        }
 
         let before = self.state;
         if !self.lost.is_empty() {

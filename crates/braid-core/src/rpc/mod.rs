@@ -60,6 +60,10 @@ pub struct RpcConfig {
     /// Ship each loss to the sender as a negative ACK ([`nack`], §6.2.1), ahead of the
     /// ACKs released on it.
     pub nack: bool,
+    /// Detect losses per link (§5.2.3); without it RPC only re-sequences ACKs (PRISM
+    /// Figure 11's "ACK re-sequencing only"): held ones go out when the cumulative ACK
+    /// passes them or at `max_hold`.
+    pub detect_losses: bool,
 }
 
 impl Default for RpcConfig {
@@ -71,6 +75,7 @@ impl Default for RpcConfig {
             history: 4096,
             max_flows: 1024,
             nack: false,
+            detect_losses: true,
         }
     }
 }

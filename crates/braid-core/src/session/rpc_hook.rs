@@ -20,9 +20,15 @@ pub(super) struct RpcHook {
 impl RpcHook {
     /// The controller `reordering` asks for, if any.
     pub(super) fn build(reordering: Reordering) -> Option<RpcHook> {
-        (reordering == Reordering::Rpc).then(|| RpcHook {
+        let full = match reordering {
+            Reordering::Rpc => true,
+            Reordering::AckResequencing => false,
+            Reordering::Resequence | Reordering::None => return None,
+        };
+        Some(RpcHook {
             rpc: Rpc::new(RpcConfig {
-                nack: true,
+                nack: full,
+                detect_losses: full,
                 ..RpcConfig::default()
             }),
         })
