@@ -13,6 +13,7 @@ static ALL: &[&dyn Bench] = &[
     &crate::prism_rpc::PrismFig6a,
     &crate::prism_rpc::PrismFig6b,
     &crate::prism_rpc::PrismFig11,
+    &crate::prism_rpc::PrismFig12,
     &crate::udp_aggregation::UdpAggregation,
     &crate::never_worse::NeverWorse,
     &crate::trace_bench::TraceBulk,

@@ -52,6 +52,8 @@ pub struct RpcFlow {
     ids: Vec<Identified>,
     lost: Vec<Lost>,
     detect_losses: bool,
+    /// The end of the highest segment any ACK reported.
+    highest_reported: u64,
 }
 
 /// Where an ACK's effects go.
@@ -88,6 +90,7 @@ impl RpcFlow {
             ids: Vec::new(),
             lost: Vec::new(),
             detect_losses: cfg.detect_losses,
+            highest_reported: base,
         }
     }
 
@@ -137,6 +140,15 @@ impl RpcFlow {
         if self.detect_losses {
             self.loss.detect(&mut self.meta, &self.ids, &mut self.lost);
         }
+        // The re-sequencing buffer's size (PRISM Figure 12): from the left edge to the
+        // highest byte reported.
+        let top = self.ids.iter().map(|d| d.end).max().unwrap_or(0);
+        self.highest_reported = self.highest_reported.max(top);
+        let distance = self
+            .highest_reported
+            .saturating_sub(self.meta.cum().max(ack));
+        sink.stats.distance_bytes_sum += distance;
+        sink.stats.distance_samples += 1;
 
         let before = self.state;
         if !self.lost.is_empty() {

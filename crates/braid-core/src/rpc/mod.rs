@@ -123,6 +123,11 @@ pub struct RpcStats {
     /// The longest any ACK was held (at most [`RpcConfig::max_hold`] when
     /// `handle_timeout` is called at `poll_timeout`).
     pub longest_hold: Duration,
+    /// Sum over ACKs read of the re-sequencing distance after each, bytes from the
+    /// receiver's cumulative ACK to the highest byte reported (PRISM Figure 12's buffer
+    /// size), and the number of ACKs read: their ratio is the mean distance.
+    pub distance_bytes_sum: u64,
+    pub distance_samples: u64,
 }
 
 /// The Reverse Path Controller for all striped TCP flows of one tunnel end.

@@ -3,7 +3,7 @@
 //! from the one that revealed the loss.
 //!
 //! The option is an experimental one (kind 253, RFC 6994) with braid's experiment id:
-//! `253, 14, 0x50 0x52 ('P' 'R'), seq (4), len (4), share (2, in 1/65535)`. A sender that
+//! `253, 15, 0x50 0x52 ('P' 'R'), seq (4), len (4), share (2, in 1/65535), link (1)`. A sender that
 //! does not know it skips it by its length (RFC 9293 §3.1) and sees one more duplicate
 //! ACK, which in LOSS state (where RPC releases every duplicate) changes nothing;
 //! TCP-PRISM (the simulator's `tcp_cc = "prism"`) retransmits `seq` at once and cuts its
@@ -18,7 +18,7 @@ pub const KIND_EXPERIMENT: u8 = 253;
 /// braid's experiment id for the PRISM negative ACK.
 pub const EXID: [u8; 2] = *b"PR";
 /// Length of the option.
-pub const LEN: usize = 14;
+pub const LEN: usize = 15;
 
 /// What a NACK option says.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -27,6 +27,8 @@ pub struct Nack {
     pub len: u32,
     /// The lossy link's share of the bandwidth, `p` in §6.2.1, in `[0, 1]`.
     pub share: f64,
+    /// The lossy link, so that a sender cuts once per link and loss episode.
+    pub link: u8,
 }
 
 /// The option's bytes.
@@ -39,6 +41,7 @@ pub fn encode(n: &Nack) -> [u8; LEN] {
     o[8..12].copy_from_slice(&n.len.to_be_bytes());
     let share = (n.share.clamp(0.0, 1.0) * 65535.0).round() as u16;
     o[12..14].copy_from_slice(&share.to_be_bytes());
+    o[14] = n.link;
     o
 }
 
@@ -61,6 +64,7 @@ pub fn find(opts: &[u8]) -> Option<Nack> {
                         seq: be(&o[4..8]),
                         len: be(&o[8..12]),
                         share: f64::from(u16::from_be_bytes([o[12], o[13]])) / 65535.0,
+                        link: o[14],
                     });
                 }
                 at += len;
@@ -90,6 +94,7 @@ pub fn packet(
         seq: ev.seq,
         len: ev.len,
         share: ev.share,
+        link: ev.link,
     }));
     while !opts.len().is_multiple_of(4) {
         opts.push(1);
@@ -156,7 +161,7 @@ mod tests {
                 assert_eq!(checksum::fold(checksum::sum(&p[..20], 0)), 0xffff);
             }
             let n = find(&p[back.options_at..]).unwrap();
-            assert_eq!((n.seq, n.len), (1000, 1448));
+            assert_eq!((n.seq, n.len, n.link), (1000, 1448, 2));
             assert!((n.share - 0.25).abs() < 1e-4);
         }
     }
@@ -167,7 +172,7 @@ mod tests {
         assert_eq!(find(&[253]), None);
         assert_eq!(find(&[253, 1, 0]), None);
         assert_eq!(
-            find(&[253, 14, b'X', b'Y', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+            find(&[253, 15, b'X', b'Y', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
             None
         );
         let mut o = vec![1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2];
@@ -175,7 +180,9 @@ mod tests {
             seq: 5,
             len: 6,
             share: 1.0,
+            link: 3,
         }));
-        assert_eq!(find(&o).map(|n| (n.seq, n.len, n.share)), Some((5, 6, 1.0)));
+        let n = find(&o).map(|n| (n.seq, n.len, n.share, n.link));
+        assert_eq!(n, Some((5, 6, 1.0, 3)));
     }
 }

@@ -187,6 +187,8 @@ pub struct Sender {
     stats: SenderStats,
     /// TCP-PRISM (PRISM §6.2.2): act on the Reverse Path Controller's negative ACKs.
     prism: bool,
+    /// The links whose loss cut the window in this recovery.
+    prism_cut: Vec<u8>,
 }
 
 impl Sender {
@@ -236,6 +238,7 @@ impl Sender {
             reo_wait: None,
             stats: SenderStats::default(),
             prism: false,
+            prism_cut: Vec::new(),
         }
     }
 
@@ -457,7 +460,7 @@ impl Sender {
         self.on_tlp_ack(ack, dsack, advanced || seg_len > 0 || delivered > 0);
 
         let nacked = match h.nack {
-            Some((seq, share)) if self.prism => self.on_nack(seq, share),
+            Some((seq, share, link)) if self.prism => self.on_nack(seq, share, link),
             _ => 0,
         };
         let newly_lost = nacked
@@ -522,10 +525,11 @@ impl Sender {
 
     /// TCP-PRISM (PRISM §6.2.2): the segment starting at `seq` was lost on a link with
     /// `share`/65535 of the bandwidth. It is marked for retransmission at once (no
-    /// duplicate ACKs awaited) and the window's target cut by that share only, each time
-    /// another link loses ("Additive Increase and Proportional Decrease"); PRR then paces
-    /// the window down to it. Returns the segments newly marked lost.
-    fn on_nack(&mut self, seq: Seq, share: u16) -> u32 {
+    /// duplicate ACKs awaited) and the window's target cut by that share only, once per
+    /// link that loses in the episode ("Additive Increase and Proportional Decrease": a
+    /// burst of drops on one link is one cut, as in Reno); PRR then paces the window
+    /// down to it. Returns the segments newly marked lost.
+    fn on_nack(&mut self, seq: Seq, share: u16, link: u8) -> u32 {
         let Some(i) = self.board.position_of(seq) else {
             return 0;
         };
@@ -533,25 +537,35 @@ impl Sender {
             return 0;
         }
         self.stats.nacks += 1;
-        let keep = 1.0 - f64::from(share) / 65535.0;
-        if self.ca == CaState::Open {
+        let share = f64::from(share) / 65535.0;
+        let first_cut = self.ca == CaState::Open;
+        if first_cut {
+            self.prism_cut.clear();
+        }
+        if self.prism_cut.contains(&link) {
+            // This link's loss episode has had its cut.
+            return 1;
+        }
+        self.prism_cut.push(link);
+        if first_cut {
             self.stats.fast_recoveries += 1;
             self.ca = CaState::Recovery;
             self.high_seq = self.nxt;
             self.prior_cwnd = self.cc.window();
-            self.cc.on_proportional_decrease(keep, self.cc.window());
+            self.cc.on_proportional_decrease(share, self.cc.window());
             self.prr_delivered = 0;
             self.prr_out = 0;
             self.tlp = None;
         } else {
             let target = self.cc.ssthresh().min(self.prior_cwnd);
-            self.cc.on_proportional_decrease(keep, target);
+            self.cc.on_proportional_decrease(share, target);
         }
         1
     }
 
     /// Linux `tcp_enter_recovery`: ssthresh from Cubic, PRR from here.
     fn enter_recovery(&mut self) {
+        self.prism_cut.clear();
         self.stats.fast_recoveries += 1;
         self.ca = CaState::Recovery;
         self.high_seq = self.nxt;

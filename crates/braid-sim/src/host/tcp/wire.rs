@@ -114,7 +114,8 @@ pub struct Header {
     pub timestamp: Option<(u32, u32)>,
     /// The negative ACK of PRISM's Reverse Path Controller (`braid_core::rpc::nack`): the
     /// lost segment's sequence number and the lossy link's share in 1/65535; never emitted.
-    pub nack: Option<(Seq, u16)>,
+    /// And the lossy link.
+    pub nack: Option<(Seq, u16, u8)>,
 }
 
 impl Header {
@@ -203,7 +204,7 @@ pub fn parse(packet: &[u8]) -> Result<Segment<'_>, WireError> {
     };
     parse_options(&tcp[TCP_HEADER..offset], &mut header);
     header.nack = braid_core::rpc::nack::find(&tcp[TCP_HEADER..offset])
-        .map(|n| (Seq(n.seq), (n.share * 65535.0).round() as u16));
+        .map(|n| (Seq(n.seq), (n.share * 65535.0).round() as u16, n.link));
     Ok(Segment {
         header,
         payload: &tcp[offset..],
