@@ -38,6 +38,14 @@ pub enum SchedulerKind {
     Adas,
     /// Every packet on every usable path.
     Redundant,
+    /// A usable path drawn at random for each packet (PRISM Figure 9's baseline).
+    Random,
+    /// The path with the smallest expected arrival time, half its RTT (PRISM Figure 9's
+    /// hRTT-only: ADAS's rule 1 for every packet).
+    HrttOnly,
+    /// The path with the least in-flight utilization, ties to the lower id (PRISM Figure
+    /// 9's U-only: ADAS's rule 2 without rules 1 and 3).
+    UtilizationOnly,
 }
 
 /// The loss-recovery method a session uses, with its parameters (docs/scenarios.md,
@@ -572,6 +580,29 @@ pub struct Config {
     /// Compress the inner IPv4/TCP headers of the packets this end sends (see
     /// [`crate::compress`]; beyond the papers). The receiving end always decompresses.
     pub header_compression: bool,
+    /// How reordering between paths is hidden from the inner TCP: resequenced at the
+    /// receiving end (PluriBus §5), or let through with the striping end's Reverse Path
+    /// Controller fixing the sender's view of the ACKs (PRISM §5-6), or not at all.
+    pub reordering: Reordering,
+}
+
+/// How reordering between paths is hidden from the inner transport.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reordering {
+    /// The receiving end holds packets behind a hole (`hole_timeout`) and delivers in order.
+    #[default]
+    Resequence,
+    /// The receiving end delivers on arrival; the striping end runs PRISM's Reverse Path
+    /// Controller ([`crate::rpc`]) on each striped TCP flow's returning ACKs and feeds the
+    /// losses it detects per link to the scheduler (ADAS's link weights).
+    Rpc,
+    /// The receiving end delivers on arrival and nothing hides the reordering (PRISM's
+    /// vanilla striping).
+    None,
+    /// As `rpc` with ACK re-sequencing only: no per-link loss detection, no negative ACKs,
+    /// no state machine (PRISM Figure 11's middle system).
+    AckResequencing,
 }
 
 /// How the resequencing buffer's hole timeout is chosen.
@@ -613,6 +644,7 @@ impl Default for Config {
             flow_order: false,
             aqm: false,
             header_compression: true,
+            reordering: Reordering::default(),
         }
     }
 }

@@ -41,8 +41,8 @@ pub mod time;
 
 pub use config::{
     Config, ConfigError, EvolutionParams, HoleTimeoutMode, LossRecoveryKind, LtParams,
-    MemberChoice, NackTrigger, PathConfig, PresenceEstimate, ReedSolomonParams, RetransmitParams,
-    Role, SchedulerKind, XorDecoder, XorParams,
+    MemberChoice, NackTrigger, PathConfig, PresenceEstimate, ReedSolomonParams, Reordering,
+    RetransmitParams, Role, SchedulerKind, XorDecoder, XorParams,
 };
 pub use event::Event;
 pub use session::{HandleError, Prediction, SendError, Session, Transmit};

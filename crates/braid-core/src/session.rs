@@ -17,6 +17,7 @@ use crate::{Config, Event, Instant, PathConfig, PathId, Role, SessionStats};
 
 mod aqm;
 mod failover;
+mod rpc_hook;
 mod schedule;
 
 pub use schedule::Prediction;
@@ -133,6 +134,8 @@ pub struct Session {
     /// since: asked again at the same instant, it has nothing either (see
     /// [`Session::poll_transmit`]).
     quiet_at: Option<Instant>,
+    /// PRISM's Reverse Path Controller, with `reordering = "rpc"` (`session/rpc_hook.rs`).
+    rpc: Option<rpc_hook::RpcHook>,
 }
 
 impl Session {
@@ -196,7 +199,9 @@ impl Session {
             events: VecDeque::new(),
             stats: SessionStats::default(),
             quiet_at: None,
+            rpc: None,
         };
+        session.rpc = rpc_hook::RpcHook::build(session.config.reordering);
         session.sync_queues_capped();
         Ok(session)
     }
@@ -761,6 +766,9 @@ impl Session {
     /// the compressed ones that use it (`compress.rs`). One that cannot be rebuilt is
     /// dropped and counted in [`SessionStats::header_compression`].
     pub fn poll_deliver(&mut self, out: &mut Vec<u8>) -> bool {
+        if self.rpc_pop_release(out) {
+            return true;
+        }
         while self.reseq.poll_deliver(out) {
             self.quiet_at = None;
             if self.decompressor.restore(out).is_err() {
@@ -768,6 +776,9 @@ impl Session {
             }
             if let Some(flow) = self.decompressor.take_established() {
                 self.compressor.refresh_reverse(&flow);
+            }
+            if !self.rpc_filter_delivered(out) {
+                continue;
             }
             self.stats.delivered_packets += 1;
             self.stats.delivered_bytes += out.len() as u64;
@@ -800,6 +811,7 @@ impl Session {
             consider(Some(self.next_report_at));
         }
         consider(self.ack_pending_since.map(|t| t + self.config.ack_delay));
+        consider(self.rpc_timeout());
         for p in &self.paths {
             consider(Some(self.heartbeat_due(p)));
         }
@@ -829,6 +841,7 @@ impl Session {
         self.reseq
             .handle_timeout_repairing(now, |seq| recovery.repair_expected(seq));
         self.recovery.handle_timeout(now);
+        self.rpc_handle_timeout(now);
         for i in 0..self.paths.len() {
             let timeout = self.silence_timeout(i);
             let stalled = self.paths[i].liveness().is_stalled();

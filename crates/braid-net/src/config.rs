@@ -67,6 +67,8 @@ pub struct EngineSection {
     pub aqm: Option<bool>,
     /// Inner IPv4/TCP header compression of what this daemon sends (default true).
     pub header_compression: Option<bool>,
+    /// `resequence` (default), `rpc` or `none` (docs/scenarios.md).
+    pub reordering: Option<braid_core::Reordering>,
     pub report_interval_ms: Option<f64>,
     pub heartbeat_interval_ms: Option<f64>,
     pub path_timeout_ms: Option<f64>,
@@ -652,6 +654,9 @@ pub fn engine_config(e: &EngineSection, mtu: u16, session_id: u32) -> Config {
     }
     if let Some(h) = e.header_compression {
         c.header_compression = h;
+    }
+    if let Some(r) = e.reordering {
+        c.reordering = r;
     }
     if let Some(v) = e.hole_timeout_ms {
         c.hole_timeout = ms(v);

@@ -101,6 +101,10 @@ pub struct EngineSection {
     pub aqm: Option<bool>,
     /// Inner IPv4/TCP header compression (default true; `compress.rs`).
     pub header_compression: Option<bool>,
+    /// `resequence` (default), `rpc` (PRISM's Reverse Path Controller at the striping
+    /// end, delivery on arrival) or `none` (delivery on arrival).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reordering: Option<braid_core::Reordering>,
     /// Log each data packet's predicted and actual delivery (for analyses of the delay
     /// estimator; costs memory on long runs).
     #[serde(default)]
@@ -291,6 +295,9 @@ impl Scenario {
         }
         if let Some(h) = self.engine.header_compression {
             c.header_compression = h;
+        }
+        if let Some(r) = self.engine.reordering {
+            c.reordering = r;
         }
         if let Some(v) = self.engine.hole_timeout_ms {
             c.hole_timeout = ms(v);

@@ -525,4 +525,6 @@ fn kebab<T: Serialize>(value: &T) -> String {
 }
 
 #[cfg(test)]
+mod rpc_tests;
+#[cfg(test)]
 mod tests;

@@ -20,6 +20,7 @@
 //! is a bare ACK, since a newer one was already released.
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use super::loss::{LossDetector, Lost};
 use super::meta::{Identified, MetaState};
@@ -50,6 +51,9 @@ pub struct RpcFlow {
     pub(super) last_active: Instant,
     ids: Vec<Identified>,
     lost: Vec<Lost>,
+    detect_losses: bool,
+    /// The end of the highest segment any ACK reported.
+    highest_reported: u64,
 }
 
 /// Where an ACK's effects go.
@@ -85,6 +89,8 @@ impl RpcFlow {
             last_active: now,
             ids: Vec::new(),
             lost: Vec::new(),
+            detect_losses: cfg.detect_losses,
+            highest_reported: base,
         }
     }
 
@@ -131,7 +137,18 @@ impl RpcFlow {
         for d in &self.ids {
             sink.share.on_delivered(now, d.link, d.end - d.start);
         }
-        self.loss.detect(&mut self.meta, &self.ids, &mut self.lost);
+        if self.detect_losses {
+            self.loss.detect(&mut self.meta, &self.ids, &mut self.lost);
+        }
+        // The re-sequencing buffer's size (PRISM Figure 12): from the left edge to the
+        // highest byte reported.
+        let top = self.ids.iter().map(|d| d.end).max().unwrap_or(0);
+        self.highest_reported = self.highest_reported.max(top);
+        let distance = self
+            .highest_reported
+            .saturating_sub(self.meta.cum().max(ack));
+        sink.stats.distance_bytes_sum += distance;
+        sink.stats.distance_samples += 1;
 
         let before = self.state;
         if !self.lost.is_empty() {
@@ -164,6 +181,7 @@ impl RpcFlow {
             let mut held = Vec::new();
             self.reseq.take_all(&mut held);
             sink.stats.released_on_loss += held.len() as u64;
+            note_hold(sink.stats, now, &held);
             for h in held {
                 self.release(h.packet, Form::Original, sink.release);
             }
@@ -193,6 +211,7 @@ impl RpcFlow {
             });
             if let Some(h) = pushed {
                 sink.stats.released_on_overflow += 1;
+                note_hold(sink.stats, now, std::slice::from_ref(&h));
                 self.release(h.packet, Form::Original, sink.release);
             }
             return;
@@ -201,6 +220,7 @@ impl RpcFlow {
         let mut batch = Vec::new();
         self.reseq.take_up_to(ack, &mut batch);
         sink.stats.released_resequenced += batch.len() as u64;
+        note_hold(sink.stats, now, &batch);
         sink.stats.passed += 1;
         batch.push(Held {
             packet,
@@ -215,15 +235,20 @@ impl RpcFlow {
         }
     }
 
-    /// Releases the ACKs held for `max_hold` by `now`.
-    pub(super) fn on_timeout(&mut self, now: Instant, release: &mut VecDeque<Vec<u8>>) -> u64 {
+    /// Releases the ACKs held for `max_hold` by `now`: how many, and the longest held.
+    pub(super) fn on_timeout(
+        &mut self,
+        now: Instant,
+        release: &mut VecDeque<Vec<u8>>,
+    ) -> (u64, Duration) {
         let mut expired = Vec::new();
         self.reseq.take_expired(now, &mut expired);
         let n = expired.len() as u64;
+        let longest = longest_hold(now, &expired);
         for h in expired {
             self.release(h.packet, Form::Original, release);
         }
-        n
+        (n, longest)
     }
 
     /// Releases every held ACK (the flow is going away).
@@ -233,6 +258,11 @@ impl RpcFlow {
         for h in all {
             self.release(h.packet, Form::Original, release);
         }
+    }
+
+    /// The highest cumulative ACK released (as on the wire) and the highest TSval.
+    pub fn released(&self) -> (u32, Option<u32>) {
+        (seq::wire(self.released_ack), self.released_tsval)
     }
 
     pub fn deadline(&self) -> Option<Instant> {
@@ -270,4 +300,15 @@ impl RpcFlow {
         segment::rewrite(&mut packet, &seg, rw);
         out.push_back(packet);
     }
+}
+
+fn longest_hold(now: Instant, held: &[Held]) -> Duration {
+    held.iter()
+        .map(|h| now.saturating_duration_since(h.held_at))
+        .max()
+        .unwrap_or(Duration::ZERO)
+}
+
+fn note_hold(stats: &mut RpcStats, now: Instant, held: &[Held]) {
+    stats.longest_hold = stats.longest_hold.max(longest_hold(now, held));
 }

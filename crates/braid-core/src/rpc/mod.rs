@@ -22,6 +22,7 @@
 pub mod flow;
 pub mod loss;
 pub mod meta;
+pub mod nack;
 pub mod options;
 pub mod resequence;
 pub mod segment;
@@ -56,6 +57,13 @@ pub struct RpcConfig {
     pub history: usize,
     /// Flows tracked; the least recently active goes first.
     pub max_flows: usize,
+    /// Ship each loss to the sender as a negative ACK ([`nack`], §6.2.1), ahead of the
+    /// ACKs released on it.
+    pub nack: bool,
+    /// Detect losses per link (§5.2.3); without it RPC only re-sequences ACKs (PRISM
+    /// Figure 11's "ACK re-sequencing only"): held ones go out when the cumulative ACK
+    /// passes them or at `max_hold`.
+    pub detect_losses: bool,
 }
 
 impl Default for RpcConfig {
@@ -66,6 +74,8 @@ impl Default for RpcConfig {
             loss_threshold: 1,
             history: 4096,
             max_flows: 1024,
+            nack: false,
+            detect_losses: true,
         }
     }
 }
@@ -108,6 +118,16 @@ pub struct RpcStats {
     pub losses: u64,
     /// Flows dropped because the table was full.
     pub flows_evicted: u64,
+    /// Negative ACKs sent to the sender.
+    pub nacks: u64,
+    /// The longest any ACK was held (at most [`RpcConfig::max_hold`] when
+    /// `handle_timeout` is called at `poll_timeout`).
+    pub longest_hold: Duration,
+    /// Sum over ACKs read of the re-sequencing distance after each, bytes from the
+    /// receiver's cumulative ACK to the highest byte reported (PRISM Figure 12's buffer
+    /// size), and the number of ACKs read: their ratio is the mean distance.
+    pub distance_bytes_sum: u64,
+    pub distance_samples: u64,
 }
 
 /// The Reverse Path Controller for all striped TCP flows of one tunnel end.
@@ -167,6 +187,8 @@ impl Rpc {
             self.release.push_back(packet);
             return;
         };
+        let template = self.cfg.nack.then(|| packet[..seg.tcp_at + 20].to_vec());
+        let (released_at, losses_at) = (self.release.len(), self.losses.len());
         flow.on_ack(
             now,
             packet,
@@ -178,6 +200,16 @@ impl Rpc {
                 stats: &mut self.stats,
             },
         );
+        if let Some(template) = template {
+            // The NACKs go ahead of the ACKs this one released (§6.2.1: loss information
+            // first, then the ACKs on hold).
+            let (ack, tsval) = flow.released();
+            for (i, ev) in self.losses.range(losses_at..).enumerate() {
+                let p = nack::packet(&template, &seg, ev, ack, tsval);
+                self.release.insert(released_at + i, p);
+                self.stats.nacks += 1;
+            }
+        }
         if seg.rst() {
             self.remove(&key);
         }
@@ -187,7 +219,9 @@ impl Rpc {
     pub fn handle_timeout(&mut self, now: Instant) {
         for flow in self.flows.values_mut() {
             if flow.deadline().is_some_and(|d| d <= now) {
-                self.stats.released_on_timeout += flow.on_timeout(now, &mut self.release);
+                let (n, longest) = flow.on_timeout(now, &mut self.release);
+                self.stats.released_on_timeout += n;
+                self.stats.longest_hold = self.stats.longest_hold.max(longest);
             }
         }
     }

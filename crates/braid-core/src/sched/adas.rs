@@ -39,9 +39,29 @@ struct Link {
 #[derive(Clone, Debug, Default)]
 pub struct Adas {
     links: Vec<Link>,
+    rules: Rules,
+}
+
+/// Which of ADAS's rules apply: all, or one alone (PRISM Figure 9's baselines).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Rules {
+    #[default]
+    All,
+    /// Rule 1 for every packet: the smallest hRTT.
+    HrttOnly,
+    /// Rule 2 for every packet, ties to the lower id: the smallest U.
+    UtilizationOnly,
 }
 
 impl Adas {
+    /// ADAS reduced to some of its rules.
+    pub fn only(rules: Rules) -> Adas {
+        Adas {
+            rules,
+            ..Adas::default()
+        }
+    }
+
     fn link(&mut self, id: PathId) -> &mut Link {
         if let Some(i) = self.links.iter().position(|l| l.id == id) {
             return &mut self.links[i];
@@ -75,7 +95,7 @@ fn hrtt(p: &Path) -> Duration {
 impl Scheduler for Adas {
     fn select(&mut self, _now: Instant, packet: &PacketMeta<'_>, paths: &[Path]) -> Choice {
         let retransmission = packet.flow.is_some_and(|f| f.retransmission);
-        if retransmission {
+        if (retransmission && self.rules == Rules::All) || self.rules == Rules::HrttOnly {
             // Rule 1.
             return candidates(paths)
                 .min_by_key(|(_, p)| (hrtt(p), p.id()))
@@ -91,7 +111,10 @@ impl Scheduler for Adas {
         for (_, p) in candidates(paths) {
             let w = (self.weight(p, unit) * 1_000_000.0).round().max(1.0) as u128;
             let n = u128::from(p.unacked_datagrams());
-            let h = hrtt(p);
+            let h = match self.rules {
+                Rules::UtilizationOnly => Duration::ZERO,
+                _ => hrtt(p),
+            };
             let better = match best {
                 None => true,
                 Some((bn, bw, bh, bid)) => {
@@ -123,7 +146,11 @@ impl Scheduler for Adas {
     }
 
     fn name(&self) -> &'static str {
-        "adas"
+        match self.rules {
+            Rules::All => "adas",
+            Rules::HrttOnly => "hrtt-only",
+            Rules::UtilizationOnly => "utilization-only",
+        }
     }
 }
 
@@ -157,6 +184,21 @@ mod tests {
             PathSpec::new(1, 1_000_000).rtt_ms(300).in_flight(2),
             PathSpec::new(2, 2_000_000).rtt_ms(100).in_flight(4),
         ]);
+        assert_eq!(Adas::default().select(T0, &meta(8), &ps), Choice::Path(2));
+    }
+
+    /// Figure 9's one-rule baselines: hRTT-only ignores utilization, U-only ignores hRTT.
+    #[test]
+    fn one_rule_baselines_ignore_the_other_rules() {
+        let ps = paths(&[
+            PathSpec::new(1, 1_000_000).rtt_ms(300).in_flight(2),
+            PathSpec::new(2, 2_000_000).rtt_ms(100).in_flight(4),
+            PathSpec::new(3, 1_000_000).rtt_ms(50).in_flight(9),
+        ]);
+        let hrtt = Adas::only(Rules::HrttOnly).select(T0, &meta(8), &ps);
+        assert_eq!(hrtt, Choice::Path(3));
+        let u = Adas::only(Rules::UtilizationOnly).select(T0, &meta(8), &ps);
+        assert_eq!(u, Choice::Path(1));
         assert_eq!(Adas::default().select(T0, &meta(8), &ps), Choice::Path(2));
     }
 

@@ -22,6 +22,7 @@ pub mod adas;
 pub mod delay;
 pub mod flow_level;
 pub mod guard;
+pub mod prism_baselines;
 pub mod redundant;
 pub mod round_robin;
 pub mod weighted;
@@ -139,6 +140,9 @@ pub fn build(kind: crate::SchedulerKind) -> Box<dyn Scheduler> {
         K::SmallestRtt => Box::new(SmallestRtt),
         K::Adas => Box::new(Adas::default()),
         K::Redundant => Box::new(Redundant),
+        K::Random => Box::new(prism_baselines::Random::default()),
+        K::HrttOnly => Box::new(Adas::only(adas::Rules::HrttOnly)),
+        K::UtilizationOnly => Box::new(Adas::only(adas::Rules::UtilizationOnly)),
     }
 }
 

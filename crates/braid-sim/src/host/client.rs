@@ -15,7 +15,7 @@ use crate::Rng;
 
 use super::arrivals::WebArrivals;
 use super::transport::{Buffers, Conn, Socket, Stacks};
-use super::workload::{Direction, InitialWindow, Shape, Spec, Tcp};
+use super::workload::{Direction, InitialWindow, Shape, Spec, Tcp, TcpCc};
 use super::INTERNET_ADDR;
 
 /// Bytes of the request a client sends first.
@@ -57,6 +57,8 @@ pub fn buffers(sends_data: bool, data: usize, bulk: bool) -> Buffers {
         tx,
         nagle: bulk,
         initial_window: None,
+        prism: false,
+        sack: true,
     }
 }
 
@@ -122,6 +124,8 @@ pub struct ClientPart {
     pub direction: Direction,
     tcp: Tcp,
     initial_window: Option<InitialWindow>,
+    tcp_cc: TcpCc,
+    sack: bool,
     server_port: u16,
     start: Instant,
     stop: Instant,
@@ -196,6 +200,8 @@ impl ClientPart {
             direction: spec.direction,
             tcp: spec.tcp.unwrap_or_default(),
             initial_window: spec.initial_window,
+            tcp_cc: spec.tcp_cc,
+            sack: spec.sack,
             server_port,
             start: spec.start,
             stop: spec.stop,
@@ -292,6 +298,8 @@ impl ClientPart {
         let sends = self.direction == Direction::Up;
         let buffers = Buffers {
             initial_window: self.initial_window,
+            prism: sends && self.tcp_cc == TcpCc::Prism,
+            sack: self.sack,
             ..buffers(sends, data_buffer(size, max_buffer), bulk.is_some())
         };
         let Some(conn) = stacks.connect(self.tcp, INTERNET_ADDR, self.server_port, buffers) else {

@@ -60,8 +60,8 @@ pub use arrivals::WebArrivals;
 pub use report::{BulkFlowStats, BulkStats, FlowStats, TcpReport, WorkloadReport};
 pub use udp::CbrStats;
 pub use workload::{
-    BulkConfig, Direction, FetchLoopConfig, InitialWindow, Kind, Tcp, UdpCbrConfig, WebConfig,
-    WorkloadConfig, WorkloadError,
+    BulkConfig, Direction, FetchLoopConfig, InitialWindow, Kind, Tcp, TcpCc, UdpCbrConfig,
+    WebConfig, WorkloadConfig, WorkloadError,
 };
 
 /// The client host's address (behind the braid gateway).

@@ -11,7 +11,7 @@ use super::client::{
     buffers, data_buffer, MAX_FLOW_BUFFER, MAX_SERIES_BINS, REPLY_BYTES, REQUEST_BYTES,
 };
 use super::transport::{Buffers, Conn, Socket, Stacks};
-use super::workload::{Direction, Shape, SizeModel, Spec};
+use super::workload::{Direction, Shape, SizeModel, Spec, TcpCc};
 
 /// What the server side measured for one workload.
 #[derive(Debug, Default)]
@@ -79,6 +79,8 @@ impl ServerPart {
             direction: spec.direction,
             buffers: Buffers {
                 initial_window: spec.initial_window,
+                prism: spec.direction == Direction::Down && spec.tcp_cc == TcpCc::Prism,
+                sack: spec.sack,
                 ..buffers(
                     spec.direction == Direction::Down,
                     data,

@@ -24,6 +24,10 @@ pub struct Buffers {
     pub nagle: bool,
     /// The Linux model's initial window; `None` for its default (smoltcp ignores it).
     pub initial_window: Option<InitialWindow>,
+    /// The Linux model's sender runs TCP-PRISM (`tcp_cc = "prism"`).
+    pub prism: bool,
+    /// The Linux model offers and accepts SACK (`sack = false` turns it off).
+    pub sack: bool,
 }
 
 /// What a workload does with one connection.

@@ -239,6 +239,35 @@ pub struct BulkConfig {
     /// The Linux model's initial window (default ten segments; see [`InitialWindow`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub initial_window: Option<InitialWindow>,
+    /// The Linux model's congestion control (default `"cubic"`; see [`TcpCc`]).
+    #[serde(skip_serializing_if = "TcpCc::is_cubic")]
+    pub tcp_cc: TcpCc,
+    /// The Linux model offers SACK (default true; PRISM's vanilla TCP without SACK).
+    #[serde(skip_serializing_if = "is_true")]
+    pub sack: bool,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+/// The Linux model's congestion control (`tcp_cc`, bulk workloads).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TcpCc {
+    /// Cubic with SACK, RACK and PRR, as Linux.
+    #[default]
+    Cubic,
+    /// TCP-PRISM (PRISM §6.2.2): Cubic, and on the negative ACK of PRISM's Reverse Path
+    /// Controller (`reordering = "rpc"`) the lost segment is retransmitted at once and the
+    /// window cut by the lossy link's share of the bandwidth only.
+    Prism,
+}
+
+impl TcpCc {
+    fn is_cubic(&self) -> bool {
+        *self == TcpCc::Cubic
+    }
 }
 
 impl Default for BulkConfig {
@@ -253,6 +282,8 @@ impl Default for BulkConfig {
             sample_ms: 100,
             tcp: Tcp::Linux,
             initial_window: None,
+            tcp_cc: TcpCc::Cubic,
+            sack: true,
         }
     }
 }
@@ -420,6 +451,10 @@ pub struct Spec {
     pub tcp: Option<Tcp>,
     /// The Linux model's initial window, when the workload sets one.
     pub initial_window: Option<InitialWindow>,
+    /// The Linux model's congestion control.
+    pub tcp_cc: TcpCc,
+    /// The Linux model uses SACK.
+    pub sack: bool,
 }
 
 /// The part of a [`Spec`] that differs by kind.
@@ -484,6 +519,17 @@ impl WorkloadConfig {
             WorkloadConfig::UdpCbr(_) => None,
             WorkloadConfig::FetchLoop(c) => c.initial_window,
         };
+        let (tcp_cc, sack) = match self {
+            WorkloadConfig::Bulk(c) => (c.tcp_cc, c.sack),
+            _ => (TcpCc::Cubic, true),
+        };
+        if (tcp_cc != TcpCc::Cubic || !sack) && tcp != Some(Tcp::Linux) {
+            return Err(check.invalid(
+                "tcp_cc",
+                "\"cubic\" and sack = true with tcp = \"smoltcp\" (only the Linux model takes them)",
+                format!("{tcp_cc:?}, sack = {sack}"),
+            ));
+        }
         if let Some(iw) = initial_window {
             if tcp != Some(Tcp::Linux) {
                 return Err(check.invalid(
@@ -615,6 +661,8 @@ impl WorkloadConfig {
             shape,
             tcp,
             initial_window,
+            tcp_cc,
+            sack,
         })
     }
 }

@@ -62,6 +62,10 @@ pub struct Config {
     pub nagle: bool,
     /// `None`: [`super::send::INITIAL_WINDOW`].
     pub initial_window: Option<InitialWindow>,
+    /// The sender runs TCP-PRISM (`send.rs`).
+    pub prism: bool,
+    /// SACK is offered and accepted.
+    pub sack: bool,
 }
 
 /// What the peer's SYN offered.
@@ -97,6 +101,7 @@ pub struct Conn {
     last_oow_ack: Option<Instant>,
     reset: bool,
     ip_id: u16,
+    sack_ok: bool,
 }
 
 impl Conn {
@@ -144,7 +149,8 @@ impl Conn {
             our_mss,
             our_shift,
             rx_capacity: cfg.rx_capacity,
-            snd: Sender::new(iss, cfg.tx_capacity, cfg.nagle, cfg.initial_window),
+            snd: Sender::new(iss, cfg.tx_capacity, cfg.nagle, cfg.initial_window)
+                .with_prism(cfg.prism),
             rcv: None,
             peer: None,
             syn_pending: true,
@@ -155,6 +161,7 @@ impl Conn {
             last_oow_ack: None,
             reset: false,
             ip_id: (iss.0 >> 16) as u16,
+            sack_ok: cfg.sack,
         }
     }
 
@@ -162,7 +169,7 @@ impl Conn {
     fn on_peer_syn(&mut self, h: &Header) {
         let both_scale = h.window_shift.is_some();
         let rcv_shift = if both_scale { self.our_shift } else { 0 };
-        let sack = h.sack_permitted;
+        let sack = h.sack_permitted && self.sack_ok;
         let mut rcv = Receiver::new(
             h.seq,
             self.rx_capacity,
@@ -558,7 +565,7 @@ impl Conn {
             _ => {
                 h.window = self.rx_capacity.min(usize::from(u16::MAX)) as u16;
                 h.window_shift = Some(self.our_shift);
-                h.sack_permitted = true;
+                h.sack_permitted = self.sack_ok;
             }
         }
         let mut buf = out.buffer();

@@ -169,6 +169,19 @@ impl Cubic {
         self.cwnd = cubic.max(self.w_est.min(1.5 * self.cwnd)).min(MAX_WINDOW);
     }
 
+    /// TCP-PRISM's proportional decrease (PRISM §6.2.2): of `from` segments, only the
+    /// lossy link's `share` is reduced as a loss reduces a whole window, so ssthresh
+    /// becomes `from · (1 − (1 − β) · share)` (at least two; a single link, share 1, is
+    /// Cubic's own cut), W_max `from`; the epoch and slow start end.
+    pub fn on_proportional_decrease(&mut self, share: f64, from: u32) {
+        let from = f64::from(from);
+        let keep = 1.0 - (1.0 - BETA) * share.clamp(0.0, 1.0);
+        self.w_max = from;
+        self.ssthresh = (from * keep).floor().max(2.0);
+        self.epoch = None;
+        self.hystart.done = true;
+    }
+
     /// A congestion event (§4.6-4.7): records W_max, lowers ssthresh, ends the epoch and
     /// slow start. Returns the new ssthresh.
     pub fn on_congestion(&mut self) -> u32 {

@@ -212,6 +212,24 @@ impl Scoreboard {
         }
     }
 
+    /// The position of the segment starting at `seq`.
+    pub fn position_of(&self, seq: Seq) -> Option<usize> {
+        let i = self.segs.partition_point(|s| s.start < seq);
+        (self.segs.get(i)?.start == seq).then_some(i)
+    }
+
+    /// Marks segment `i` lost unless it is SACKed, already lost, or retransmitted before
+    /// (a negative ACK names the original transmission). Whether it was marked.
+    pub fn mark_lost_once(&mut self, i: usize) -> bool {
+        let Some(seg) = self.segs.get(i) else {
+            return false;
+        };
+        if seg.sacked || seg.lost || seg.ever_retrans {
+            return false;
+        }
+        self.mark_lost(i)
+    }
+
     /// The first segment that is lost and not yet retransmitted.
     pub fn next_to_repair(&self) -> Option<usize> {
         if self.to_repair == 0 {

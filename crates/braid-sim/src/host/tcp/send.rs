@@ -117,6 +117,13 @@ pub struct SenderStats {
     pub fast_recoveries: u64,
     pub timeouts: u64,
     pub loss_probes: u64,
+    /// Negative ACKs TCP-PRISM acted on (`tcp_cc = "prism"`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub nacks: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl SenderStats {
@@ -126,6 +133,7 @@ impl SenderStats {
         self.fast_recoveries += o.fast_recoveries;
         self.timeouts += o.timeouts;
         self.loss_probes += o.loss_probes;
+        self.nacks += o.nacks;
     }
 }
 
@@ -177,6 +185,10 @@ pub struct Sender {
     blocked: bool,
     reo_wait: Option<Duration>,
     stats: SenderStats,
+    /// TCP-PRISM (PRISM §6.2.2): act on the Reverse Path Controller's negative ACKs.
+    prism: bool,
+    /// The links whose loss cut the window in this recovery.
+    prism_cut: Vec<u8>,
 }
 
 impl Sender {
@@ -225,7 +237,15 @@ impl Sender {
             blocked: false,
             reo_wait: None,
             stats: SenderStats::default(),
+            prism: false,
+            prism_cut: Vec::new(),
         }
+    }
+
+    /// Runs TCP-PRISM's loss response when `prism`.
+    pub fn with_prism(mut self, prism: bool) -> Sender {
+        self.prism = prism;
+        self
     }
 
     /// The handshake is over: the peer's first window (`wnd`, unscaled as a SYN carries
@@ -439,19 +459,24 @@ impl Sender {
         }
         self.on_tlp_ack(ack, dsack, advanced || seg_len > 0 || delivered > 0);
 
-        let newly_lost = if self.sack {
-            self.detect_loss(now)
-        } else {
-            if dupack {
-                self.dupacks += 1;
-                delivered += 1;
-            }
-            let mark = match self.ca {
-                CaState::Recovery => advanced,
-                _ => self.dupacks >= DUP_THRESH,
-            };
-            u32::from(mark && self.board.mark_head_lost())
+        let nacked = match h.nack {
+            Some((seq, share, link)) if self.prism => self.on_nack(seq, share, link),
+            _ => 0,
         };
+        let newly_lost = nacked
+            + if self.sack {
+                self.detect_loss(now)
+            } else {
+                if dupack {
+                    self.dupacks += 1;
+                    delivered += 1;
+                }
+                let mark = match self.ca {
+                    CaState::Recovery => advanced,
+                    _ => self.dupacks >= DUP_THRESH,
+                };
+                u32::from(mark && self.board.mark_head_lost())
+            };
 
         // Linux `tcp_fastretrans_alert` and `tcp_cong_control`.
         if self.ca != CaState::Open && self.una >= self.high_seq {
@@ -498,8 +523,49 @@ impl Sender {
         lost
     }
 
+    /// TCP-PRISM (PRISM §6.2.2): the segment starting at `seq` was lost on a link with
+    /// `share`/65535 of the bandwidth. It is marked for retransmission at once (no
+    /// duplicate ACKs awaited) and the window's target cut by that share only, once per
+    /// link that loses in the episode ("Additive Increase and Proportional Decrease": a
+    /// burst of drops on one link is one cut, as in Reno); PRR then paces the window
+    /// down to it. Returns the segments newly marked lost.
+    fn on_nack(&mut self, seq: Seq, share: u16, link: u8) -> u32 {
+        let Some(i) = self.board.position_of(seq) else {
+            return 0;
+        };
+        if !self.board.mark_lost_once(i) {
+            return 0;
+        }
+        self.stats.nacks += 1;
+        let share = f64::from(share) / 65535.0;
+        let first_cut = self.ca == CaState::Open;
+        if first_cut {
+            self.prism_cut.clear();
+        }
+        if self.prism_cut.contains(&link) {
+            // This link's loss episode has had its cut.
+            return 1;
+        }
+        self.prism_cut.push(link);
+        if first_cut {
+            self.stats.fast_recoveries += 1;
+            self.ca = CaState::Recovery;
+            self.high_seq = self.nxt;
+            self.prior_cwnd = self.cc.window();
+            self.cc.on_proportional_decrease(share, self.cc.window());
+            self.prr_delivered = 0;
+            self.prr_out = 0;
+            self.tlp = None;
+        } else {
+            let target = self.cc.ssthresh().min(self.prior_cwnd);
+            self.cc.on_proportional_decrease(share, target);
+        }
+        1
+    }
+
     /// Linux `tcp_enter_recovery`: ssthresh from Cubic, PRR from here.
     fn enter_recovery(&mut self) {
+        self.prism_cut.clear();
         self.stats.fast_recoveries += 1;
         self.ca = CaState::Recovery;
         self.high_seq = self.nxt;

@@ -100,6 +100,8 @@ impl Stack {
             tx_capacity: b.tx,
             nagle: b.nagle,
             initial_window: b.initial_window,
+            prism: b.prism,
+            sack: b.sack,
         }
     }
 

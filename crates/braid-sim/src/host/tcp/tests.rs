@@ -23,6 +23,8 @@ const BUFFERS: Buffers = Buffers {
     tx: 32_768,
     nagle: false,
     initial_window: None,
+    prism: false,
+    sack: true,
 };
 
 /// A packet shaped like `real` with fields moved at random: near the real numbers most of

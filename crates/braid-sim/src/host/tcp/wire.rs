@@ -112,6 +112,10 @@ pub struct Header {
     pub sack: SackBlocks,
     /// (TSval, TSecr) when the segment carries timestamps; never emitted.
     pub timestamp: Option<(u32, u32)>,
+    /// The negative ACK of PRISM's Reverse Path Controller (`braid_core::rpc::nack`): the
+    /// lost segment's sequence number and the lossy link's share in 1/65535; never emitted.
+    /// And the lossy link.
+    pub nack: Option<(Seq, u16, u8)>,
 }
 
 impl Header {
@@ -199,6 +203,8 @@ pub fn parse(packet: &[u8]) -> Result<Segment<'_>, WireError> {
         ..Header::default()
     };
     parse_options(&tcp[TCP_HEADER..offset], &mut header);
+    header.nack = braid_core::rpc::nack::find(&tcp[TCP_HEADER..offset])
+        .map(|n| (Seq(n.seq), (n.share * 65535.0).round() as u16, n.link));
     Ok(Segment {
         header,
         payload: &tcp[offset..],

@@ -15,6 +15,8 @@ const BUFFERS: Buffers = Buffers {
     tx: 65_536,
     nagle: false,
     initial_window: None,
+    prism: false,
+    sack: true,
 };
 
 /// One end: a stack, its outgoing packets, and an application that sends `data`, reads
