@@ -17,6 +17,7 @@ use crate::{Config, Event, Instant, PathConfig, PathId, Role, SessionStats};
 
 mod aqm;
 mod failover;
+mod metering;
 mod schedule;
 
 pub use schedule::Prediction;
@@ -133,6 +134,8 @@ pub struct Session {
     /// since: asked again at the same instant, it has nothing either (see
     /// [`Session::poll_transmit`]).
     quiet_at: Option<Instant>,
+    /// Metered paths' budgets (`session/metering.rs`); `None` without metering.
+    metering: Option<metering::Metering>,
 }
 
 impl Session {
@@ -196,7 +199,21 @@ impl Session {
             events: VecDeque::new(),
             stats: SessionStats::default(),
             quiet_at: None,
+            metering: None,
         };
+        if let Some(m) = &session.config.metering {
+            let max_datagram = (session.config.max_packet_size
+                + HEADER_LEN
+                + 4
+                + braid_wire::DATA_FIXED_LEN
+                + session.config.datagram_overhead) as u64;
+            session.metering = Some(metering::Metering::new(
+                m,
+                &session.paths,
+                max_datagram,
+                now,
+            )?);
+        }
         session.sync_queues_capped();
         Ok(session)
     }
@@ -476,6 +493,7 @@ impl Session {
 
     fn poll_transmit_now(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         self.advance(now);
+        self.meter(now);
         if self.guard_due {
             self.guard_due = false;
             if self.config.loss_guard {
@@ -800,6 +818,7 @@ impl Session {
             consider(Some(self.next_report_at));
         }
         consider(self.ack_pending_since.map(|t| t + self.config.ack_delay));
+        consider(self.metering.as_ref().map(metering::Metering::poll_timeout));
         for p in &self.paths {
             consider(Some(self.heartbeat_due(p)));
         }
@@ -825,6 +844,7 @@ impl Session {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.advance(now);
         self.inputs_changed();
+        self.meter(now);
         let recovery = &self.recovery;
         self.reseq
             .handle_timeout_repairing(now, |seq| recovery.repair_expected(seq));
@@ -859,6 +879,9 @@ impl Session {
         s.reorder = self.reseq.stats();
         s.flows = self.scheduling.flows.stats();
         s.loss_recovery = self.recovery.stats();
+        if let Some(m) = &self.metering {
+            s.metered = m.stats(self.last_now);
+        }
         let (tx, rx) = (self.compressor.stats, self.decompressor.stats);
         s.header_compression = crate::compress::CompressStats {
             decompressed: rx.decompressed,

@@ -120,6 +120,28 @@ pub struct EngineSection {
     /// Bypass braid: the hosts talk directly over the path of this name (the single-link
     /// baselines of PluriBus Fig 8).
     pub direct: Option<String>,
+    /// `[engine.metering]`: how metered paths (`[[path]] metered = true`) are used.
+    pub metering: Option<MeteringSection>,
+}
+
+/// `[engine.metering]`: the traffic's target and the model's interval (oSCTP §III-A,
+/// §IV-F; `braid_core::metered`). Without it, metered paths carry whatever the cheap ones
+/// cannot, paced by their caps.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeteringSection {
+    /// The total rate the traffic wants, Mbit/s.
+    pub target_mbps: Option<f64>,
+    /// `log` (default), `threshold` or `linear`.
+    #[serde(default)]
+    pub utility: braid_core::metered::UtilityKind,
+    /// How cheap paths' next interval is predicted (default braid's).
+    pub predictor: Option<braid_core::metered::PredictorKind>,
+    /// The scheduling interval, ms (default 1000).
+    pub interval_ms: Option<f64>,
+    /// Log every interval's budgets and bytes per path (for the osctp benchmarks).
+    #[serde(default)]
+    pub record_intervals: bool,
 }
 
 /// `[[path]]`: one path, its two directions as separate links.
@@ -131,6 +153,16 @@ pub struct PathSection {
     pub up: LinkConfig,
     /// Server → gateway.
     pub down: LinkConfig,
+    /// Its bytes cost money: both ends budget them (`[engine.metering]`).
+    #[serde(default)]
+    pub metered: bool,
+    /// Price per GB of a metered path.
+    #[serde(default)]
+    pub cost_per_gb: f64,
+    /// A data cap, GB, that must last `cap_period_s` of virtual time (a month compressed);
+    /// each end paces what it sends to it.
+    pub cap_gb: Option<f64>,
+    pub cap_period_s: Option<f64>,
 }
 
 impl Scenario {
@@ -307,7 +339,44 @@ impl Scenario {
         if let Some(v) = self.engine.capacity_interval_ms {
             c.capacity_interval = ms(v);
         }
+        c.metering = self.metering_config();
         c
+    }
+
+    /// The engines' metering: with `[engine.metering]` or any metered path.
+    fn metering_config(&self) -> Option<braid_core::metered::MeteringConfig> {
+        use braid_core::metered::{CapPace, MeteredSettings, MeteringConfig};
+        let metered: Vec<MeteredSettings> = (self.paths.iter().enumerate())
+            .filter(|(_, p)| p.metered)
+            .map(|(i, p)| MeteredSettings {
+                id: braid_core::PathId::try_from(i).unwrap_or(braid_core::PathId::MAX),
+                cost_per_gb: p.cost_per_gb,
+                cap: p.cap_gb.map(|gb| CapPace {
+                    remaining_bytes: (gb * 1e9) as u64,
+                    period_left: Duration::from_secs_f64(
+                        p.cap_period_s.unwrap_or(self.duration_s).max(0.0),
+                    ),
+                }),
+            })
+            .collect();
+        let section = self.engine.metering.as_ref();
+        if metered.is_empty() && section.is_none() {
+            return None;
+        }
+        let s = section.cloned().unwrap_or_default();
+        let mut c = MeteringConfig::from_settings(
+            s.target_mbps.map(|m| m * 1e6),
+            s.utility,
+            &metered,
+        );
+        if let Some(p) = s.predictor {
+            c.predictor = p;
+        }
+        if let Some(v) = s.interval_ms {
+            c.interval = Duration::from_secs_f64(v.max(0.0) / 1e3);
+        }
+        c.record_intervals = s.record_intervals;
+        Some(c)
     }
 }
 
