@@ -121,27 +121,7 @@ pub struct EngineSection {
     /// baselines of PluriBus Fig 8).
     pub direct: Option<String>,
     /// `[engine.metering]`: how metered paths (`[[path]] metered = true`) are used.
-    pub metering: Option<MeteringSection>,
-}
-
-/// `[engine.metering]`: the traffic's target and the model's interval (oSCTP §III-A,
-/// §IV-F; `braid_core::metered`). Without it, metered paths carry whatever the cheap ones
-/// cannot, paced by their caps.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct MeteringSection {
-    /// The total rate the traffic wants, Mbit/s.
-    pub target_mbps: Option<f64>,
-    /// `log` (default), `threshold` or `linear`.
-    #[serde(default)]
-    pub utility: braid_core::metered::UtilityKind,
-    /// How cheap paths' next interval is predicted (default braid's).
-    pub predictor: Option<braid_core::metered::PredictorKind>,
-    /// The scheduling interval, ms (default 1000).
-    pub interval_ms: Option<f64>,
-    /// Log every interval's budgets and bytes per path (for the osctp benchmarks).
-    #[serde(default)]
-    pub record_intervals: bool,
+    pub metering: Option<braid_core::metered::MeteringSection>,
 }
 
 /// `[[path]]`: one path, its two directions as separate links.
@@ -345,7 +325,8 @@ impl Scenario {
 
     /// The engines' metering: with `[engine.metering]` or any metered path.
     fn metering_config(&self) -> Option<braid_core::metered::MeteringConfig> {
-        use braid_core::metered::{CapPace, MeteredSettings, MeteringConfig};
+        use braid_core::metered::{CapPace, MeteredSettings};
+
         let metered: Vec<MeteredSettings> = (self.paths.iter().enumerate())
             .filter(|(_, p)| p.metered)
             .map(|(i, p)| MeteredSettings {
@@ -359,24 +340,11 @@ impl Scenario {
                 }),
             })
             .collect();
-        let section = self.engine.metering.as_ref();
-        if metered.is_empty() && section.is_none() {
-            return None;
-        }
-        let s = section.cloned().unwrap_or_default();
-        let mut c = MeteringConfig::from_settings(
-            s.target_mbps.map(|m| m * 1e6),
-            s.utility,
+        braid_core::metered::MeteringSection::config(
+            self.engine.metering.as_ref(),
+            &self.engine.classes,
             &metered,
-        );
-        if let Some(p) = s.predictor {
-            c.predictor = p;
-        }
-        if let Some(v) = s.interval_ms {
-            c.interval = Duration::from_secs_f64(v.max(0.0) / 1e3);
-        }
-        c.record_intervals = s.record_intervals;
-        Some(c)
+        )
     }
 }
 

@@ -76,7 +76,10 @@ fn the_metered_path_keeps_to_its_budget_and_rests_while_the_cheap_one_suffices()
     assert!(dark > 4 * 100_000, "{dark} bytes in 4 dark seconds");
     let stats = &r.server.as_ref().unwrap().metered[0];
     assert!(stats.throttled_ms > 1000.0, "{stats:?}");
-    assert_eq!(stats.sent_bytes, r.server.as_ref().unwrap().paths[1].tx_bytes);
+    assert_eq!(
+        stats.sent_bytes,
+        r.server.as_ref().unwrap().paths[1].tx_bytes
+    );
     // Unmetered, the path is striped all along: metering saves most of its bytes.
     let (metered, striped) = (metered_down_bytes(&r), metered_down_bytes(&free));
     assert!(

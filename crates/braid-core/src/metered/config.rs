@@ -118,6 +118,65 @@ pub struct MeteredSettings {
     pub cap: Option<CapPace>,
 }
 
+/// `[engine.metering]` of a scenario or a daemon's config: the traffic's target and the
+/// model's interval (oSCTP §III-A, §IV-F). Without it, metered paths carry whatever the
+/// cheap ones cannot, paced by their caps. Traffic classes may add targets of their own
+/// (`[[engine.class]] target_mbps`): the metered budget is the session's, for the sum.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeteringSection {
+    /// The total rate the traffic wants, Mbit/s.
+    pub target_mbps: Option<f64>,
+    /// `log` (default), `threshold` or `linear`.
+    #[serde(default)]
+    pub utility: UtilityKind,
+    /// How cheap paths' next interval is predicted (default braid's).
+    pub predictor: Option<PredictorKind>,
+    /// The scheduling interval, ms (default 1000).
+    pub interval_ms: Option<f64>,
+    /// Log every interval's budgets and bytes per path (for the osctp benchmarks).
+    #[serde(default)]
+    pub record_intervals: bool,
+}
+
+impl MeteringSection {
+    /// The session's metering of `paths` with the targets of `classes` added, or `None`
+    /// when there is nothing to meter and nothing asked.
+    pub fn config(
+        section: Option<&MeteringSection>,
+        classes: &[crate::class::ClassConfig],
+        paths: &[MeteredSettings],
+    ) -> Option<MeteringConfig> {
+        let class_target: Option<f64> = classes
+            .iter()
+            .filter_map(|c| c.target_mbps)
+            .fold(None, |a, t| Some(a.unwrap_or(0.0) + t));
+        if paths.is_empty() && section.is_none() {
+            return None;
+        }
+        let s = section.cloned().unwrap_or_default();
+        let target = match (s.target_mbps, class_target) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        let kind = if s.target_mbps.is_some() {
+            s.utility
+        } else {
+            (classes.iter().find_map(|c| c.utility)).unwrap_or(s.utility)
+        };
+        let mut c = MeteringConfig::from_settings(target.map(|m| m * 1e6), kind, paths);
+        if let Some(p) = s.predictor {
+            c.predictor = p;
+        }
+        if let Some(v) = s.interval_ms {
+            c.interval =
+                Duration::from_secs_f64(if v.is_finite() { v.max(0.0) } else { 0.0 } / 1e3);
+        }
+        c.record_intervals = s.record_intervals;
+        Some(c)
+    }
+}
+
 /// A bit worth this much (per second) is worth more than any tariff's price per bit.
 const PRICELESS: f64 = 1.0;
 

@@ -29,7 +29,8 @@ pub mod utility;
 
 pub use budget::IntervalBudget;
 pub use config::{
-    CapPace, IntervalRecord, MeteredPath, MeteredSettings, MeteringConfig, UtilityKind,
+    CapPace, IntervalRecord, MeteredPath, MeteredSettings, MeteringConfig, MeteringSection,
+    UtilityKind,
 };
 pub use cost::{Cost, Segment, Tier};
 pub use optimize::{benefit, optimize, PathOffer};
