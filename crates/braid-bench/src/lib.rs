@@ -8,9 +8,11 @@
 //! - [`report`]: the report every benchmark returns, and its table.
 //! - [`registry`]: the list of benchmarks by name.
 
+mod cap_month;
 mod common;
 pub mod demo;
 mod fec_codec;
+mod hybrid_links;
 mod lab_bulk;
 mod lab_bus;
 mod lab_common;
@@ -19,8 +21,11 @@ mod lab_emulator;
 mod lab_failover;
 mod lab_traces;
 mod never_worse;
+mod osctp_fig15;
+mod osctp_fig16;
 mod osctp_fig2;
 mod osctp_fig9;
+mod osctp_table1;
 mod pluribus_bus;
 mod pluribus_coding;
 mod pluribus_fig15;

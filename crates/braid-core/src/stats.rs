@@ -113,8 +113,10 @@ pub struct MeteredStats {
     pub interval_sent_bytes: u64,
     /// The rate the model set for the current interval, bit/s.
     pub planned_bps: f64,
-    /// Bytes sent on the path since the session started, every kind of datagram.
+    /// Bytes sent and received on the path since the session started, every kind of
+    /// datagram (a cap counts both).
     pub sent_bytes: u64,
+    pub received_bytes: u64,
     /// Scheduling intervals closed, and those in which the model gave the path a budget
     /// (oSCTP Table I's "3G fired").
     pub intervals: u64,

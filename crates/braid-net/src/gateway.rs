@@ -768,7 +768,7 @@ fn new_session(
         })
         .collect();
     let mut c = config::engine_config(&cfg.engine, mtu, session_id);
-    c.metering = metered_uplinks(cfg, crate::config::metering::unix_now());
+    c.metering = metered_uplinks(cfg, Clock::unix_time().as_secs());
     c.datagram_overhead = udp_overhead(cfg.server_endpoint) + envelope_overhead;
     c.seed = u64::from(crate::system::random_u32());
     c.flow_hash_seed = crate::system::random_u64();

@@ -50,9 +50,10 @@ pub struct MeteredPath {
     pub cap: Option<CapPace>,
 }
 
-/// A data cap's remainder: `remaining_bytes` may be sent in the `period_left` from the
-/// session's start; the path is paced at what is left over the time left, so that the
-/// cap lasts the period, and never sends past it.
+/// A data cap's remainder: `remaining_bytes` may be sent and received in the
+/// `period_left` from the session's start; each end paces what it sends on the path at
+/// what is left over the time left, so that the cap lasts the period, and sends nothing
+/// once less than a datagram is left.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CapPace {

@@ -345,6 +345,11 @@ impl Path {
         self.tx.bytes
     }
 
+    /// Bytes received on the path, every kind of datagram and its overhead counted.
+    pub(crate) fn rx_bytes(&self) -> u64 {
+        self.rx.bytes
+    }
+
     /// Bytes sent up to the newest datagram the peer acknowledged: what the path delivered.
     pub(crate) fn acked_bytes(&self) -> u64 {
         self.tx.acked_bytes

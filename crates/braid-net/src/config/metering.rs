@@ -6,13 +6,6 @@ use std::time::Duration;
 
 use braid_core::metered::{CapPace, MeteredSettings};
 
-/// Seconds since 1970 (UTC) by the system clock: where a cap's period stands.
-pub fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// A metered uplink's settings as written.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Metered {
