@@ -8,9 +8,11 @@
 //! - [`report`]: the report every benchmark returns, and its table.
 //! - [`registry`]: the list of benchmarks by name.
 
+mod cap_month;
 mod common;
 pub mod demo;
 mod fec_codec;
+mod hybrid_links;
 mod lab_bulk;
 mod lab_bus;
 mod lab_common;
@@ -22,12 +24,15 @@ mod never_worse;
 mod osctp_fig11;
 mod osctp_fig13;
 mod osctp_fig14;
+mod osctp_fig15;
+mod osctp_fig16;
 mod osctp_fig2;
 mod osctp_fig6;
 mod osctp_fig7;
 mod osctp_fig9;
 mod osctp_fig9_stream;
 mod osctp_stream;
+mod osctp_table1;
 mod pluribus_bus;
 mod pluribus_coding;
 mod pluribus_fig15;

@@ -37,6 +37,14 @@ pub struct ClassConfig {
     /// How its losses are masked; the session's method when absent.
     #[serde(default)]
     pub loss_recovery: Option<LossRecoveryKind>,
+    /// The rate it wants, Mbit/s, where metered paths are configured: added to the
+    /// session's target ([`crate::metered::MeteringSection`]).
+    #[serde(default)]
+    pub target_mbps: Option<f64>,
+    /// What its rate is worth (`log`, `threshold`, `linear`), when `[engine.metering]`
+    /// sets no target.
+    #[serde(default)]
+    pub utility: Option<crate::metered::UtilityKind>,
 }
 
 /// Criteria a flow must all meet; an empty criterion matches anything.

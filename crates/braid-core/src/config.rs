@@ -580,6 +580,9 @@ pub struct Config {
     /// Compress the inner IPv4/TCP headers of the packets this end sends (see
     /// [`crate::compress`]; beyond the papers). The receiving end always decompresses.
     pub header_compression: bool,
+    /// Metered paths and what their bytes cost (oSCTP §III-A, §IV-F; see
+    /// [`crate::metered`]); `None`: every path is cheap, as if there were no model.
+    pub metering: Option<crate::metered::MeteringConfig>,
     /// How reordering between paths is hidden from the inner TCP: resequenced at the
     /// receiving end (PluriBus §5), or let through with the striping end's Reverse Path
     /// Controller fixing the sender's view of the ACKs (PRISM §5-6), or not at all.
@@ -644,6 +647,7 @@ impl Default for Config {
             flow_order: false,
             aqm: false,
             header_compression: true,
+            metering: None,
             reordering: Reordering::default(),
         }
     }
@@ -669,6 +673,8 @@ pub enum ConfigError {
     ClassLossRecovery(String),
     #[error("loss_recovery: {0}")]
     LossRecovery(String),
+    #[error("metering: {0}")]
+    Metering(String),
 }
 
 impl Config {
@@ -707,6 +713,10 @@ impl Config {
                 .is_some_and(|l| *l != self.loss_recovery)
         }) {
             return Err(ConfigError::ClassLossRecovery(c.name.clone()));
+        }
+        if let Some(m) = &self.metering {
+            m.validate()
+                .map_err(|e| ConfigError::Metering(e.to_string()))?;
         }
         self.loss_recovery.validate()
     }

@@ -46,7 +46,7 @@ pub use config::{
 };
 pub use event::Event;
 pub use session::{HandleError, Prediction, SendError, Session, Transmit};
-pub use stats::{LossRecoveryStats, PathStats, SessionStats};
+pub use stats::{LossRecoveryStats, MeteredStats, PathStats, SessionStats};
 pub use time::Instant;
 
 /// Identifies one path of a session: the same number at both ends (carried in every

@@ -17,6 +17,7 @@ use crate::{Config, Event, Instant, PathConfig, PathId, Role, SessionStats};
 
 mod aqm;
 mod failover;
+mod metering;
 mod rpc_hook;
 mod schedule;
 
@@ -136,6 +137,8 @@ pub struct Session {
     quiet_at: Option<Instant>,
     /// PRISM's Reverse Path Controller, with `reordering = "rpc"` (`session/rpc_hook.rs`).
     rpc: Option<rpc_hook::RpcHook>,
+    /// Metered paths' budgets (`session/metering.rs`); `None` without metering.
+    metering: Option<metering::Metering>,
 }
 
 impl Session {
@@ -200,8 +203,27 @@ impl Session {
             stats: SessionStats::default(),
             quiet_at: None,
             rpc: None,
+            metering: None,
         };
         session.rpc = rpc_hook::RpcHook::build(session.config.reordering);
+        if let Some(m) = &session.config.metering {
+            let max_datagram = (session.config.max_packet_size
+                + HEADER_LEN
+                + 4
+                + braid_wire::DATA_FIXED_LEN
+                + session.config.datagram_overhead) as u64;
+            // While a path is idle, each way a heartbeat and a path ack or report per
+            // heartbeat interval (cap-month measured about 1.2 kB/s each way at 100 ms).
+            let datagram = (HEADER_LEN + PATH_ENTRY_LEN + session.config.datagram_overhead) as f64;
+            let control = 4.0 * datagram / session.config.heartbeat_interval.as_secs_f64();
+            session.metering = Some(metering::Metering::new(
+                m,
+                &session.paths,
+                max_datagram,
+                control,
+                now,
+            )?);
+        }
         session.sync_queues_capped();
         Ok(session)
     }
@@ -481,6 +503,7 @@ impl Session {
 
     fn poll_transmit_now(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         self.advance(now);
+        self.meter(now);
         if self.guard_due {
             self.guard_due = false;
             if self.config.loss_guard {
@@ -812,6 +835,7 @@ impl Session {
         }
         consider(self.ack_pending_since.map(|t| t + self.config.ack_delay));
         consider(self.rpc_timeout());
+        consider(self.metering.as_ref().map(metering::Metering::poll_timeout));
         for p in &self.paths {
             consider(Some(self.heartbeat_due(p)));
         }
@@ -837,6 +861,7 @@ impl Session {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.advance(now);
         self.inputs_changed();
+        self.meter(now);
         let recovery = &self.recovery;
         self.reseq
             .handle_timeout_repairing(now, |seq| recovery.repair_expected(seq));
@@ -872,6 +897,9 @@ impl Session {
         s.reorder = self.reseq.stats();
         s.flows = self.scheduling.flows.stats();
         s.loss_recovery = self.recovery.stats();
+        if let Some(m) = &self.metering {
+            s.metered = m.stats(self.last_now);
+        }
         let (tx, rx) = (self.compressor.stats, self.decompressor.stats);
         s.header_compression = crate::compress::CompressStats {
             decompressed: rx.decompressed,

@@ -99,6 +99,32 @@ pub struct SessionStats {
     pub flows: crate::flow::FlowStats,
     /// The loss-recovery method's counters and state.
     pub loss_recovery: LossRecoveryStats,
+    /// Each metered path's budget and use; empty without metering.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub metered: Vec<MeteredStats>,
+}
+
+/// One metered path's budget and use (oSCTP §IV-F; `session/metering.rs`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct MeteredStats {
+    pub id: PathId,
+    /// The current interval's budget, and what the path sent of it.
+    pub budget_bytes: u64,
+    pub interval_sent_bytes: u64,
+    /// The rate the model set for the current interval, bit/s.
+    pub planned_bps: f64,
+    /// Bytes sent and received on the path since the session started, every kind of
+    /// datagram (a cap counts both).
+    pub sent_bytes: u64,
+    pub received_bytes: u64,
+    /// Scheduling intervals closed, and those in which the model gave the path a budget
+    /// (oSCTP Table I's "3G fired").
+    pub intervals: u64,
+    pub intervals_used: u64,
+    /// Time the path was held with its budget spent, ms.
+    pub throttled_ms: f64,
+    /// What is left of its data cap, when it has one.
+    pub cap_remaining_bytes: Option<u64>,
 }
 
 /// Counters and state of the session's loss-recovery method (`crate::fec`). Sender-side

@@ -18,6 +18,7 @@ use braid_core::{Config, HoleTimeoutMode, LossRecoveryKind, SchedulerKind};
 use ipnet::Ipv4Net;
 use serde::Deserialize;
 
+pub mod metering;
 mod system;
 #[cfg(test)]
 mod tests;
@@ -73,6 +74,8 @@ pub struct EngineSection {
     pub heartbeat_interval_ms: Option<f64>,
     pub path_timeout_ms: Option<f64>,
     pub capacity_interval_ms: Option<f64>,
+    /// `[engine.metering]`: the traffic's target on metered uplinks (docs/daemon.md).
+    pub metering: Option<braid_core::metered::MeteringSection>,
 }
 
 /// `[control]`: how the daemon is watched.
@@ -123,6 +126,8 @@ pub struct Uplink {
     pub down_capacity_bps: Option<u64>,
     /// Its bytes cost money: status shows them, and the engine is told.
     pub metered: bool,
+    /// Its price and data cap, when metered.
+    pub metering: Option<metering::Metered>,
 }
 
 /// A gateway's whole configuration.
@@ -222,6 +227,9 @@ struct UplinkSection {
     down_capacity_mbps: Option<f64>,
     #[serde(default)]
     metered: bool,
+    cost_per_gb: Option<f64>,
+    monthly_cap_gb: Option<f64>,
+    cap_reset_day: Option<u8>,
 }
 
 #[derive(Deserialize)]
@@ -396,7 +404,16 @@ impl GatewayConfig {
                     }
                 }
             }
+            let metering = metering::check(
+                &name,
+                u.metered,
+                u.cost_per_gb,
+                u.monthly_cap_gb,
+                u.cap_reset_day,
+            )
+            .map_err(&err)?;
             uplinks.push(Uplink {
+                metering,
                 name,
                 binding,
                 capacity_bps: u.capacity_mbps.map(|c| (c * 1e6) as u64),
@@ -629,6 +646,27 @@ fn check_engine(e: &EngineSection) -> Result<(), String> {
             }
         }
     }
+    let targets = (e
+        .metering
+        .iter()
+        .map(|m| ("engine.metering", m.target_mbps)))
+    .chain(e.classes.iter().map(|c| ("engine.class", c.target_mbps)));
+    for (table, t) in targets {
+        if let Some(t) = t {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(format!(
+                    "{table}.target_mbps = {t}: expected a rate above 0 Mbit/s"
+                ));
+            }
+        }
+    }
+    if let Some(v) = e.metering.as_ref().and_then(|m| m.interval_ms) {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(format!(
+                "engine.metering.interval_ms = {v}: expected a positive number of milliseconds"
+            ));
+        }
+    }
     engine_config(e, 1400, 0)
         .validate()
         .map_err(|e| format!("engine: {e}"))
@@ -673,5 +711,6 @@ pub fn engine_config(e: &EngineSection, mtu: u16, session_id: u32) -> Config {
     if let Some(v) = e.capacity_interval_ms {
         c.capacity_interval = ms(v);
     }
+    c.metering = braid_core::metered::MeteringSection::config(e.metering.as_ref(), &e.classes, &[]);
     c
 }

@@ -768,10 +768,30 @@ fn new_session(
         })
         .collect();
     let mut c = config::engine_config(&cfg.engine, mtu, session_id);
+    c.metering = metered_uplinks(cfg, Clock::unix_time().as_secs());
     c.datagram_overhead = udp_overhead(cfg.server_endpoint) + envelope_overhead;
     c.seed = u64::from(crate::system::random_u32());
     c.flow_hash_seed = crate::system::random_u64();
     Ok(Session::new(c, Role::Gateway, &paths, now)?)
+}
+
+/// The engine's metering of the gateway's uplinks at `unix_s`. A cap starts the session
+/// whole: the daemon keeps no count of a period's bytes across restarts yet.
+fn metered_uplinks(
+    cfg: &GatewayConfig,
+    unix_s: u64,
+) -> Option<braid_core::metered::MeteringConfig> {
+    let metered: Vec<_> = (cfg.uplinks.iter().enumerate())
+        .filter_map(|(i, u)| {
+            let m = u.metering?;
+            Some(m.settings(i as PathId, unix_s, 0))
+        })
+        .collect();
+    braid_core::metered::MeteringSection::config(
+        cfg.engine.metering.as_ref(),
+        &cfg.engine.classes,
+        &metered,
+    )
 }
 
 /// IP and UDP header bytes for datagrams to `to`.

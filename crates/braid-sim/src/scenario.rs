@@ -124,6 +124,8 @@ pub struct EngineSection {
     /// Bypass braid: the hosts talk directly over the path of this name (the single-link
     /// baselines of PluriBus Fig 8).
     pub direct: Option<String>,
+    /// `[engine.metering]`: how metered paths (`[[path]] metered = true`) are used.
+    pub metering: Option<braid_core::metered::MeteringSection>,
 }
 
 /// `[[path]]`: one path, its two directions as separate links.
@@ -135,6 +137,16 @@ pub struct PathSection {
     pub up: LinkConfig,
     /// Server → gateway.
     pub down: LinkConfig,
+    /// Its bytes cost money: both ends budget them (`[engine.metering]`).
+    #[serde(default)]
+    pub metered: bool,
+    /// Price per GB of a metered path.
+    #[serde(default)]
+    pub cost_per_gb: f64,
+    /// A data cap, GB, that must last `cap_period_s` of virtual time (a month compressed);
+    /// each end paces what it sends to it.
+    pub cap_gb: Option<f64>,
+    pub cap_period_s: Option<f64>,
 }
 
 impl Scenario {
@@ -314,7 +326,32 @@ impl Scenario {
         if let Some(v) = self.engine.capacity_interval_ms {
             c.capacity_interval = ms(v);
         }
+        c.metering = self.metering_config();
         c
+    }
+
+    /// The engines' metering: with `[engine.metering]` or any metered path.
+    fn metering_config(&self) -> Option<braid_core::metered::MeteringConfig> {
+        use braid_core::metered::{CapPace, MeteredSettings};
+
+        let metered: Vec<MeteredSettings> = (self.paths.iter().enumerate())
+            .filter(|(_, p)| p.metered)
+            .map(|(i, p)| MeteredSettings {
+                id: braid_core::PathId::try_from(i).unwrap_or(braid_core::PathId::MAX),
+                cost_per_gb: p.cost_per_gb,
+                cap: p.cap_gb.map(|gb| CapPace {
+                    remaining_bytes: (gb * 1e9) as u64,
+                    period_left: Duration::from_secs_f64(
+                        p.cap_period_s.unwrap_or(self.duration_s).max(0.0),
+                    ),
+                }),
+            })
+            .collect();
+        braid_core::metered::MeteringSection::config(
+            self.engine.metering.as_ref(),
+            &self.engine.classes,
+            &metered,
+        )
     }
 }
 

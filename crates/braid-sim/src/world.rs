@@ -68,6 +68,11 @@ pub struct Report {
     pub paths: Vec<PathReport>,
     pub gateway: Option<SessionStats>,
     pub server: Option<SessionStats>,
+    /// Each end's per-interval metering log (`[engine.metering] record_intervals`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gateway_intervals: Vec<braid_core::metered::IntervalRecord>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub server_intervals: Vec<braid_core::metered::IntervalRecord>,
     /// Simulator steps taken (instants visited).
     pub events: u64,
     /// Virtual seconds simulated.
@@ -505,6 +510,12 @@ impl World {
                 .collect(),
             gateway: self.engines.as_ref().map(|e| e.gateway.stats()),
             server: self.engines.as_ref().map(|e| e.server.stats()),
+            gateway_intervals: (self.engines.iter())
+                .flat_map(|e| e.gateway.metering_log().copied())
+                .collect(),
+            server_intervals: (self.engines.iter())
+                .flat_map(|e| e.server.metering_log().copied())
+                .collect(),
             events: self.events,
             virtual_s: self.now.as_secs_f64(),
         }

@@ -15,9 +15,11 @@
 //! - [`optimize`]: the exact water-filling optimizer over N paths.
 //! - [`predict`]: last value, AR(1), EWMA, min and median of the last few intervals.
 //! - [`budget`]: a metered path's bytes for one interval.
+//! - [`config`]: what a session is told: costs, utility, caps.
 //! - [`plan`]: the per-interval loop that ties them together.
 
 pub mod budget;
+pub mod config;
 pub mod cost;
 pub mod optimize;
 pub mod plan;
@@ -26,6 +28,10 @@ pub mod strategy1;
 pub mod utility;
 
 pub use budget::IntervalBudget;
+pub use config::{
+    CapPace, IntervalRecord, MeteredPath, MeteredSettings, MeteringConfig, MeteringSection,
+    UtilityKind,
+};
 pub use cost::{Cost, Segment, Tier};
 pub use optimize::{benefit, optimize, PathOffer};
 pub use plan::{PathModel, Planner, DEFAULT_INTERVAL};

@@ -108,6 +108,17 @@ impl Planner {
         p.model.metered.then_some(p.budget)
     }
 
+    /// The rate predicted for cheap `path` in the current interval, bit/s (`None` for a
+    /// metered path, or before the first interval closed).
+    pub fn predicted_bps(&self, path: usize) -> Option<f64> {
+        let p = self.paths.get(path)?;
+        if p.model.metered {
+            None
+        } else {
+            p.predictor.predict()
+        }
+    }
+
     /// The rate the model set on `path` for the current interval, bit/s.
     pub fn planned_bps(&self, path: usize) -> Option<f64> {
         self.paths.get(path).map(|p| p.planned_bps)

@@ -89,6 +89,8 @@ struct TxState {
     peer_live: bool,
     /// Set aside by the loss guard.
     loss_guarded: bool,
+    /// A metered path whose budget for the interval is spent (`session/metering.rs`).
+    metered_hold: bool,
     /// Declared failed by stalled acknowledgements ([`liveness`]).
     liveness: TxLiveness,
     /// Long-term loss rate of our direction, from the peer's acknowledgements (an average
@@ -205,6 +207,7 @@ impl Path {
                 feedback: FeedbackDelay::default(),
                 peer_live: true,
                 loss_guarded: false,
+                metered_hold: false,
                 liveness: TxLiveness::default(),
                 long_loss: 0.0,
                 long_loss_weight: 0.0,
@@ -321,10 +324,35 @@ impl Path {
         revived
     }
 
-    /// Whether schedulers should put new packets on this path: it is live and the loss
-    /// guard ([`crate::sched::guard`]) has not set it aside.
+    /// Whether schedulers should put new packets on this path: it is live, the loss
+    /// guard ([`crate::sched::guard`]) has not set it aside and, if metered, its budget
+    /// for the interval is not spent ([`crate::metered`]).
     pub fn is_usable(&self) -> bool {
-        self.is_live() && !self.tx.loss_guarded
+        self.is_live() && !self.tx.loss_guarded && !self.tx.metered_hold
+    }
+
+    /// Whether the path is metered and its budget for the interval is spent.
+    pub fn is_metered_hold(&self) -> bool {
+        self.tx.metered_hold
+    }
+
+    pub(crate) fn set_metered_hold(&mut self, hold: bool) {
+        self.tx.metered_hold = hold;
+    }
+
+    /// Bytes sent on the path, every kind of datagram and its overhead counted.
+    pub(crate) fn tx_bytes(&self) -> u64 {
+        self.tx.bytes
+    }
+
+    /// Bytes received on the path, every kind of datagram and its overhead counted.
+    pub(crate) fn rx_bytes(&self) -> u64 {
+        self.rx.bytes
+    }
+
+    /// Bytes sent up to the newest datagram the peer acknowledged: what the path delivered.
+    pub(crate) fn acked_bytes(&self) -> u64 {
+        self.tx.acked_bytes
     }
 
     /// Whether the loss guard has set the path aside.

@@ -203,6 +203,8 @@ fn traffic_classes_schedule_each_class_its_own_way() {
         },
         scheduler: SchedulerKind::Redundant,
         loss_recovery: None,
+        target_mbps: None,
+        utility: None,
     };
     let mut net = two_paths(
         Config {

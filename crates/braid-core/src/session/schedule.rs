@@ -167,6 +167,12 @@ impl Session {
                 (first, true)
             }
         };
+        // A metered path whose budget is spent, chosen when no other path was usable:
+        // the packet waits for the next interval (`session/metering.rs`).
+        if self.paths[pi].is_metered_hold() {
+            sch.retry_at = self.metering.as_ref().map(|m| m.poll_timeout());
+            return None;
+        }
         // Counted once, now that it is sent (a held packet is looked up on every poll).
         if let Some((i, f)) = info.zip(flow) {
             sch.flows.record_sent(now, &i, &f);
@@ -214,7 +220,8 @@ impl Session {
         if redundant {
             let scheduler = &self.scheduling.schedulers[class];
             let remaining: VecDeque<usize> = live_positions(&self.paths)
-                .filter(|&i| i != pi && scheduler.wants_copy(now, &self.paths[i]))
+                .filter(|&i| i != pi && !self.paths[i].is_metered_hold())
+                .filter(|&i| scheduler.wants_copy(now, &self.paths[i]))
                 .collect();
             if !remaining.is_empty() {
                 self.scheduling.copies = Some(Copies {

@@ -300,3 +300,26 @@ fn the_example_configs_parse() {
     let s = ServerConfig::load(Path::new(&format!("{dir}/server.toml"))).unwrap();
     assert_eq!(s.peers.len(), 2);
 }
+
+#[test]
+fn metered_uplinks_take_a_price_a_cap_and_a_target() {
+    let text = GATEWAY.replace(
+        "metered = true",
+        "metered = true\ncost_per_gb = 8\nmonthly_cap_gb = 10\ncap_reset_day = 1",
+    ) + "[engine.metering]\ntarget_mbps = 2\n[[engine.class]]\nname = \"call\"\nmatch = { protocol = \"udp\" }\nscheduler = \"delay-based\"\ntarget_mbps = 1\n";
+    let g = GatewayConfig::parse("gw.toml", &text).unwrap();
+    let m = g.uplinks[1].metering.unwrap();
+    assert_eq!(
+        (m.cost_per_gb, m.monthly_cap_gb, m.cap_reset_day),
+        (8.0, Some(10.0), Some(1))
+    );
+    let c = engine_config(&g.engine, 1400, 1).metering.unwrap();
+    // The class's target adds to the session's: Strategy 1 at 3 Mbit/s.
+    assert!(c.paths.is_empty());
+    let e = gateway_err(&text.replace("cap_reset_day = 1", ""));
+    assert!(e.contains("monthly_cap_gb needs cap_reset_day"), "{e}");
+    let e = gateway_err(&text.replace("cost_per_gb = 8", "cost_per_gb = -8"));
+    assert!(e.contains("cost_per_gb = -8"), "{e}");
+    let e = gateway_err(&text.replace("target_mbps = 2", "target_mbps = -2"));
+    assert!(e.contains("engine.metering.target_mbps = -2"), "{e}");
+}

@@ -1,0 +1,274 @@
+//! Metered paths in packet mode (oSCTP §IV-F): every scheduling interval the
+//! [`Planner`] predicts each cheap path's rate from what it delivered in the last one and
+//! gives each metered path the bytes the model buys for the next; once a metered path has
+//! sent its budget it stops being usable ([`crate::path::Path::is_usable`]) until the next
+//! interval, so the schedulers put packets on the cheap paths or hold them, as for a full
+//! window. A data cap paces its path: the model never sees more of the path's capacity
+//! than what is left of the cap over the time left.
+//!
+//! The session's own code only calls [`Session::meter`] before scheduling and after a
+//! timeout, and asks [`crate::path::Path::is_metered_hold`] of the path a scheduler chose.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::Session;
+use crate::metered::{Cost, IntervalRecord, MeteringConfig, PathModel, Planner};
+use crate::path::Path;
+use crate::{ConfigError, Instant, MeteredStats};
+
+/// Most interval records kept (oldest dropped first).
+const MAX_RECORDS: usize = 1 << 20;
+
+/// Per-path state, by position in the session's paths.
+#[derive(Clone, Debug)]
+struct Meter {
+    metered: bool,
+    /// The path's byte counters when last read.
+    sent_mark: u64,
+    acked_mark: u64,
+    received_mark: u64,
+    /// Counted in the current interval.
+    interval_sent: u64,
+    interval_acked: u64,
+    /// Cap left and when its period ends.
+    cap: Option<(u64, Instant)>,
+    /// Held with the budget spent since.
+    held_since: Option<Instant>,
+    stats: MeteredStats,
+}
+
+/// The metering of one session.
+pub(super) struct Metering {
+    planner: Planner,
+    interval: Duration,
+    created: Instant,
+    interval_start: Instant,
+    meters: Vec<Meter>,
+    /// The largest datagram the session sends: a capped path whose cap has less left
+    /// sends nothing more.
+    max_datagram: u64,
+    /// Bytes a second a held path still carries both ways (heartbeats), kept back from a
+    /// cap for the rest of its period so that they too fit in it (`cap-month`).
+    control_bytes_per_s: f64,
+    record: bool,
+    pub(super) log: VecDeque<IntervalRecord>,
+}
+
+impl Metering {
+    pub(super) fn new(
+        config: &MeteringConfig,
+        paths: &[Path],
+        max_datagram: u64,
+        control_bytes_per_s: f64,
+        now: Instant,
+    ) -> Result<Metering, ConfigError> {
+        let invalid = |e: crate::metered::ModelError| ConfigError::Metering(e.to_string());
+        config.validate().map_err(invalid)?;
+        let models = paths
+            .iter()
+            .map(|p| match config.path(p.id()) {
+                Some(m) => PathModel {
+                    cost: m.cost.clone(),
+                    metered: true,
+                },
+                None => PathModel {
+                    cost: Cost::FREE,
+                    metered: false,
+                },
+            })
+            .collect();
+        let planner = Planner::new(
+            now,
+            config.interval,
+            config.utility,
+            config.predictor,
+            models,
+        )
+        .map_err(invalid)?;
+        let meters = paths
+            .iter()
+            .map(|p| {
+                let m = config.path(p.id());
+                Meter {
+                    metered: m.is_some(),
+                    sent_mark: p.tx_bytes(),
+                    acked_mark: p.acked_bytes(),
+                    received_mark: p.rx_bytes(),
+                    interval_sent: 0,
+                    interval_acked: 0,
+                    cap: m
+                        .and_then(|m| m.cap)
+                        .map(|c| (c.remaining_bytes, now + c.period_left)),
+                    held_since: None,
+                    stats: MeteredStats {
+                        id: p.id(),
+                        cap_remaining_bytes: m.and_then(|m| m.cap).map(|c| c.remaining_bytes),
+                        ..MeteredStats::default()
+                    },
+                }
+            })
+            .collect();
+        Ok(Metering {
+            planner,
+            interval: config.interval,
+            created: now,
+            interval_start: now,
+            meters,
+            max_datagram,
+            control_bytes_per_s,
+            record: config.record_intervals,
+            log: VecDeque::new(),
+        })
+    }
+
+    /// When the current interval ends.
+    pub(super) fn poll_timeout(&self) -> Instant {
+        self.planner.poll_timeout()
+    }
+
+    /// Counts what each path sent and delivered since the last call, closes the interval
+    /// if it is over, and holds each metered path whose budget (or cap) is spent. Returns
+    /// whether any path's hold changed.
+    fn update(&mut self, now: Instant, paths: &mut [Path]) -> bool {
+        for (i, (m, p)) in self.meters.iter_mut().zip(paths.iter()).enumerate() {
+            let sent = p.tx_bytes().saturating_sub(m.sent_mark);
+            let acked = p.acked_bytes().saturating_sub(m.acked_mark);
+            let received = p.rx_bytes().saturating_sub(m.received_mark);
+            m.sent_mark = p.tx_bytes();
+            m.acked_mark = p.acked_bytes();
+            m.received_mark = p.rx_bytes();
+            m.interval_sent += sent;
+            m.interval_acked += acked;
+            self.planner.on_sent(i, sent);
+            self.planner.on_delivered(i, acked);
+            if m.metered {
+                m.stats.sent_bytes += sent;
+                m.stats.received_bytes += received;
+                // A tariff counts both ways: so does the cap.
+                if let Some((left, _)) = &mut m.cap {
+                    *left = left.saturating_sub(sent + received);
+                    m.stats.cap_remaining_bytes = Some(*left);
+                }
+            }
+        }
+        let mut changed = false;
+        if now >= self.planner.poll_timeout() {
+            self.close_interval(now, paths);
+            changed = true;
+        }
+        for (i, (m, p)) in self.meters.iter_mut().zip(paths.iter_mut()).enumerate() {
+            if !m.metered {
+                continue;
+            }
+            let reserve = |ends: Instant| {
+                let t = ends.saturating_duration_since(now).as_secs_f64();
+                (self.control_bytes_per_s * t) as u64
+            };
+            let cap_spent = m
+                .cap
+                .is_some_and(|(left, ends)| left < self.max_datagram + reserve(ends));
+            // Only whole datagrams within the budget: a metered byte past it is one the
+            // model did not buy (osctp-table1: 1.079 of the oracle with one datagram of
+            // slack per interval).
+            let hold = cap_spent || !self.planner.may_send(i, self.max_datagram);
+            if hold != p.is_metered_hold() {
+                p.set_metered_hold(hold);
+                changed = true;
+            }
+            if hold {
+                m.held_since.get_or_insert(now);
+            }
+        }
+        changed
+    }
+
+    /// Ends the interval: logs it, then plans the next.
+    fn close_interval(&mut self, now: Instant, paths: &[Path]) {
+        let length_s = now
+            .saturating_duration_since(self.interval_start)
+            .as_secs_f64();
+        let start_s = self
+            .interval_start
+            .saturating_duration_since(self.created)
+            .as_secs_f64();
+        let mut capacity = Vec::with_capacity(paths.len());
+        for (i, (m, p)) in self.meters.iter_mut().zip(paths).enumerate() {
+            if self.record {
+                if self.log.len() >= MAX_RECORDS {
+                    self.log.pop_front();
+                }
+                self.log.push_back(IntervalRecord {
+                    path: p.id(),
+                    metered: m.metered,
+                    start_s,
+                    length_s,
+                    budget_bytes: self.planner.budget(i).map_or(0, |b| b.allowance()),
+                    sent_bytes: m.interval_sent,
+                    delivered_bytes: m.interval_acked,
+                    predicted_bps: self.planner.predicted_bps(i).unwrap_or(0.0),
+                });
+            }
+            if let Some(since) = m.held_since.take() {
+                m.stats.throttled_ms += now.saturating_duration_since(since).as_secs_f64() * 1e3;
+            }
+            m.interval_sent = 0;
+            m.interval_acked = 0;
+            // A cap is paced: what is left over the time left (at least one interval), less
+            // what the heartbeats will take until the period ends.
+            let pace = m.cap.map_or(f64::INFINITY, |(left, ends)| {
+                let t = ends.saturating_duration_since(now).max(self.interval);
+                let t = t.as_secs_f64();
+                (left as f64 - self.control_bytes_per_s * t).max(0.0) * 8.0 / t
+            });
+            capacity.push((p.capacity_bps() as f64).min(pace));
+        }
+        self.planner.handle_timeout(now, &capacity);
+        self.interval_start = now;
+        for (i, m) in self.meters.iter_mut().enumerate() {
+            if m.metered {
+                let budget = self.planner.budget(i).unwrap_or_default();
+                m.stats.intervals += 1;
+                m.stats.intervals_used += u64::from(budget.allowance() > 0);
+            }
+        }
+    }
+
+    /// Each metered path's stats.
+    pub(super) fn stats(&self, now: Instant) -> Vec<MeteredStats> {
+        (self.meters.iter().enumerate())
+            .filter(|(_, m)| m.metered)
+            .map(|(i, m)| {
+                let budget = self.planner.budget(i).unwrap_or_default();
+                let held = m.held_since.map_or(0.0, |s| {
+                    now.saturating_duration_since(s).as_secs_f64() * 1e3
+                });
+                MeteredStats {
+                    budget_bytes: budget.allowance(),
+                    interval_sent_bytes: budget.spent(),
+                    planned_bps: self.planner.planned_bps(i).unwrap_or(0.0),
+                    throttled_ms: m.stats.throttled_ms + held,
+                    ..m.stats.clone()
+                }
+            })
+            .collect()
+    }
+}
+
+impl Session {
+    /// Brings the metered paths' budgets up to `now` (nothing without metering); a change
+    /// of hold ends a scheduler's standing decision.
+    pub(super) fn meter(&mut self, now: Instant) {
+        if let Some(m) = &mut self.metering {
+            if m.update(now, &mut self.paths) {
+                self.scheduling.held_class = None;
+            }
+        }
+    }
+
+    /// The per-interval log of the metered paths' budgets, oldest first (kept when
+    /// [`MeteringConfig::record_intervals`]).
+    pub fn metering_log(&self) -> impl Iterator<Item = &IntervalRecord> {
+        self.metering.iter().flat_map(|m| m.log.iter())
+    }
+}
