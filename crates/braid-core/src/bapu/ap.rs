@@ -42,7 +42,7 @@ impl ApConfig {
 }
 
 /// What an AP did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ApStats {
     pub overheard: u64,
     /// MAC retransmissions refused by IP ID.

@@ -60,7 +60,7 @@ pub enum AckVerdict {
     Drop,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ProactiveAckStats {
     pub spoofed_acks: u64,
     pub dupacks_sent: u64,

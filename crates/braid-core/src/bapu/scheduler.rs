@@ -51,14 +51,15 @@ impl SchedulerConfig {
             home,
             choice: Choice::FirstCome,
             reassign_after: Duration::from_secs(2),
-            give_up_after: Duration::from_secs(2),
+            // A TCP segment is never given up on (the sender would only send it again).
+            give_up_after: Duration::from_secs(if tcp { 3600 } else { 1 }),
             max_packets: 16_384,
             tcp,
         }
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SchedulerStats {
     pub reports: u64,
     pub assigned: u64,
@@ -114,6 +115,9 @@ pub struct Scheduler {
     assigned_segments: HashMap<u32, u16>,
     segment_order: VecDeque<u32>,
     any_assigned: bool,
+    /// Serial of the first slot that may be unassigned.
+    cursor: u64,
+    next_check: Option<Instant>,
     out: VecDeque<Announce>,
     stats: SchedulerStats,
 }
@@ -135,6 +139,8 @@ impl Scheduler {
             assigned_segments: HashMap::new(),
             segment_order: VecDeque::new(),
             any_assigned: false,
+            cursor: 0,
+            next_check: None,
             out: VecDeque::new(),
             stats: SchedulerStats::default(),
         }
@@ -245,14 +251,32 @@ impl Scheduler {
     fn assign(&mut self, now: Instant, avoid: Option<ApId>) {
         let mut batches: Vec<(ApId, Vec<Entry>)> = Vec::new();
         let home = self.cfg.home;
-        for i in 0..self.slots.len() {
+        let give_up = self.cfg.give_up_after;
+        // Everything before the cursor is assigned or finished.
+        let mut i = self.cursor.saturating_sub(self.base) as usize;
+        while self
+            .slots
+            .get(i)
+            .is_some_and(|s| s.assigned.is_some() || s.done)
+        {
+            i += 1;
+        }
+        self.cursor = self.base + i as u64;
+        for i in i..self.slots.len() {
             if !self.aps.iter().any(|a| a.room() > 0) {
                 break;
             }
-            let slot = &self.slots[i];
+            let slot = &mut self.slots[i];
             if slot.assigned.is_some() || slot.done {
                 continue;
             }
+            if now.saturating_duration_since(slot.first_seen) > give_up {
+                // Too old to be held still (or to matter): given up.
+                slot.done = true;
+                self.stats.dropped += 1;
+                continue;
+            }
+            let slot = &self.slots[i];
             let bytes = i64::from(slot.entry.bytes);
             let candidates = slot
                 .reporters
@@ -284,6 +308,7 @@ impl Scheduler {
             v.assigned_bytes = v.assigned_bytes.wrapping_add(u32::from(entry.bytes));
             let slot = &mut self.slots[i];
             slot.assigned = Some((ap, now));
+            self.next_check.get_or_insert(now + self.cfg.reassign_after);
             self.any_assigned = true;
             self.stats.assigned += 1;
             if self.cfg.tcp && entry.seq_len > 0 {
@@ -321,13 +346,13 @@ impl Scheduler {
         }
     }
 
-    /// A forwarded packet reached the gateway.
-    pub fn on_delivered(&mut self, ip_id: u16) {
-        if let Some(&serial) = self.by_id.get(&ip_id) {
-            if let Some(slot) = self.slots.get_mut((serial - self.base) as usize) {
-                slot.done = true;
-            }
-        }
+    /// A forwarded packet reached the gateway: its forwarder and when it was assigned,
+    /// if it was still tracked.
+    pub fn on_delivered(&mut self, ip_id: u16) -> Option<(ApId, Instant)> {
+        let &serial = self.by_id.get(&ip_id)?;
+        let slot = self.slots.get_mut((serial - self.base) as usize)?;
+        slot.done = true;
+        slot.assigned
     }
 
     /// The next announcement to send to every AP of the session.
@@ -335,17 +360,17 @@ impl Scheduler {
         self.out.pop_front()
     }
 
-    /// When [`Scheduler::handle_timeout`] has work: the oldest assignment's deadline.
+    /// When [`Scheduler::handle_timeout`] next looks for late packets: a quarter of
+    /// `reassign_after` apart while any assignment is outstanding.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.slots
-            .iter()
-            .filter(|s| !s.done)
-            .filter_map(|s| s.assigned.map(|(_, at)| at + self.cfg.reassign_after))
-            .min()
+        self.next_check
     }
 
     /// Gives packets whose forwarder did not deliver in time to another reporter.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.next_check.is_none_or(|t| now < t) {
+            return;
+        }
         let late: Vec<(usize, ApId)> = self
             .slots
             .iter()
@@ -366,9 +391,12 @@ impl Scheduler {
             }
             slot.reporters.retain(|&a| a != ap);
             slot.assigned = None;
+            self.cursor = self.cursor.min(self.base + i as u64);
             self.stats.reassigned += 1;
             self.assign(now, Some(ap));
         }
         self.trim(now);
+        let outstanding = self.slots.iter().any(|s| !s.done && s.assigned.is_some());
+        self.next_check = outstanding.then(|| now + self.cfg.reassign_after / 4);
     }
 }

@@ -18,6 +18,9 @@ pub struct SimpleBuffer {
     next: Option<u64>,
     held: BTreeMap<u64, (Instant, Vec<u8>, u64)>,
     held_bytes: usize,
+    /// (arrival, start) of held segments in arrival order; entries of released ones are
+    /// dropped lazily.
+    arrivals: VecDeque<(Instant, u64)>,
     out: VecDeque<Vec<u8>>,
     /// Holes given up on (timeout or full).
     pub holes_skipped: u64,
@@ -36,6 +39,7 @@ impl SimpleBuffer {
             next: None,
             held: BTreeMap::new(),
             held_bytes: 0,
+            arrivals: VecDeque::new(),
             out: VecDeque::new(),
             holes_skipped: 0,
         }
@@ -70,6 +74,7 @@ impl SimpleBuffer {
         }
         self.held_bytes += packet.len();
         self.held.insert(start, (now, packet, start + len));
+        self.arrivals.push_back((now, start));
         self.release();
         while self.held_bytes > self.limit {
             self.skip_hole();
@@ -88,6 +93,12 @@ impl SimpleBuffer {
             self.out.push_back(p);
         }
         self.next = Some(next);
+        while let Some(&(at, start)) = self.arrivals.front() {
+            if self.held.get(&start).is_some_and(|h| h.0 == at) {
+                break;
+            }
+            self.arrivals.pop_front();
+        }
     }
 
     fn skip_hole(&mut self) {

@@ -123,8 +123,10 @@ fn scheduler_gives_an_undelivered_packet_to_another_reporter() {
     assert_eq!(s.poll_timeout(), Some(ms(100)));
     s.handle_timeout(ms(100));
     assert_eq!(s.poll_announce().unwrap().forwarder, 0);
-    s.on_delivered(7);
-    assert_eq!(s.poll_timeout(), None);
+    assert_eq!(s.on_delivered(7), Some((0, ms(100))));
+    let next = s.poll_timeout().unwrap();
+    s.handle_timeout(next);
+    assert_eq!(s.poll_timeout(), None, "nothing outstanding");
     // A TCP retransmission of an assigned range is not scheduled again.
     s.on_report(ms(200), &report(0, 10_000, 0, vec![entry(8, 1100, 1000)]));
     s.on_report(ms(201), &report(0, 10_000, 0, vec![entry(9, 100, 1000)]));
