@@ -111,7 +111,8 @@ pub struct BapuWorldConfig {
     pub home_loss: f64,
     /// Tries per frame (802.11: a unicast up to 12 retransmissions, §3.1).
     pub mac_tries: u32,
-    /// Each AP's send buffer for forwarded data.
+    /// Each AP's send buffer for forwarded data (at least twice its uplink's
+    /// bandwidth-delay product).
     pub send_buffer: usize,
     /// Receiver throughput samples (ms).
     pub sample_ms: u64,
@@ -217,6 +218,9 @@ struct Uplink {
     control: VecDeque<Vec<u8>>,
     data: VecDeque<(SessionId, Vec<u8>)>,
     data_bytes: usize,
+    /// Send buffer: `send_buffer`, or twice the uplink's bandwidth-delay product if
+    /// larger, as Linux autotunes a TCP tunnel's send buffer.
+    buffer: usize,
     busy: bool,
     control_bytes: u64,
     forwarded_bytes: u64,
@@ -253,6 +257,7 @@ struct World<'a> {
     wifi_free: Instant,
     pace_queue: VecDeque<Vec<u8>>,
     pace_free: Instant,
+    pace_armed: Option<Instant>,
     air_lost: u64,
     gateway_duplicates: u64,
     timers_at: Option<Instant>,
@@ -274,9 +279,17 @@ impl<'a> World<'a> {
                 direction: Direction::Up,
                 ..UdpCbrConfig::default()
             }),
-            BapuTraffic::Tcp | BapuTraffic::TcpPaced { .. } => WorkloadConfig::Bulk(BulkConfig {
+            BapuTraffic::Tcp => WorkloadConfig::Bulk(BulkConfig {
                 direction: Direction::Up,
                 sample_ms: cfg.sample_ms,
+                ..BulkConfig::default()
+            }),
+            // An application writing at a fixed rate keeps little queued: a 256 KiB
+            // window bounds what waits before the pacer.
+            BapuTraffic::TcpPaced { .. } => WorkloadConfig::Bulk(BulkConfig {
+                direction: Direction::Up,
+                sample_ms: cfg.sample_ms,
+                buffer_bytes: 256 * 1024,
                 ..BulkConfig::default()
             }),
         };
@@ -293,6 +306,9 @@ impl<'a> World<'a> {
                 control: VecDeque::new(),
                 data: VecDeque::new(),
                 data_bytes: 0,
+                buffer: cfg
+                    .send_buffer
+                    .max((2.0 * l.up_kbps * 1000.0 / 8.0 * l.rtt_ms / 1000.0) as usize),
                 busy: false,
                 control_bytes: 0,
                 forwarded_bytes: 0,
@@ -318,6 +334,7 @@ impl<'a> World<'a> {
             wifi_free: Instant::ZERO,
             pace_queue: VecDeque::new(),
             pace_free: Instant::ZERO,
+            pace_armed: None,
             air_lost: 0,
             gateway_duplicates: 0,
             timers_at: None,
@@ -417,7 +434,8 @@ impl<'a> World<'a> {
                 self.pace_free = start + secs(p.len() as f64 * 8.0 / (mbps * 1e6));
                 self.air_from_sender(p);
             }
-            if !self.pace_queue.is_empty() {
+            if !self.pace_queue.is_empty() && self.pace_armed != Some(self.pace_free) {
+                self.pace_armed = Some(self.pace_free);
                 self.push(self.pace_free, Event::Pace);
             }
         }
@@ -431,10 +449,8 @@ impl<'a> World<'a> {
         }
         // The APs: reports and forwarded packets.
         for i in 0..self.aps.len() {
-            let free = self
-                .cfg
-                .send_buffer
-                .saturating_sub(self.uplinks[i].data_bytes) as u32;
+            let u = &self.uplinks[i];
+            let free = u.buffer.saturating_sub(u.data_bytes) as u32;
             while let Some(r) = self.aps[i].poll_report(now, free) {
                 let mut b = Vec::with_capacity(r.wire_len());
                 r.encode(&mut b);

@@ -9,7 +9,8 @@
 //! that they still carry the receiver's window. When the next expected sequence is not
 //! held in time while later data is, the data was lost on the air for every AP: the
 //! home AP sends duplicate ACKs, with SACK for what is held, to make the sender
-//! retransmit at once.
+//! retransmit at once; not when the home AP caught that segment itself (it then waits
+//! for a forwarder with room: reordering, not loss).
 //!
 //! Kept correct: the window advertised is the receiver's right edge (its last real ACK
 //! plus its scaled window) less the spoofed ACK; timestamps echo the sender's TSval of
@@ -68,6 +69,8 @@ pub struct ProactiveAckStats {
     /// Real ACKs beyond the spoofed one (data that reached the receiver unannounced).
     pub real_acks_ahead: u64,
     pub holes: u64,
+    /// Holes that outlived the timeout while the home AP held the segment (no DUPACKs).
+    pub holes_held_at_home: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -229,8 +232,7 @@ impl ProactiveAck {
                     self.ts_recent = ts;
                 }
             }
-            // Everything up to this one is either held or a hole by now.
-            self.seen.drain(..=i);
+            self.seen.remove(i);
         }
         if end <= self.acked {
             return;
@@ -245,6 +247,8 @@ impl ProactiveAck {
             self.held.pop_first();
         }
         if self.acked > before {
+            let acked = self.acked;
+            self.seen.retain(|s| s.start >= acked);
             self.hole_since = None;
             self.dup_at = None;
             self.emit(false);
@@ -371,6 +375,13 @@ impl ProactiveAck {
             return;
         };
         if now < due || self.held.is_empty() {
+            return;
+        }
+        if self.seen.iter().any(|s| s.start == self.acked) {
+            // The home AP caught the missing segment itself: it waits for a forwarder
+            // with room, it was not lost on the air. Look again a timeout later.
+            self.hole_since = Some(now);
+            self.stats.holes_held_at_home += 1;
             return;
         }
         self.stats.holes += 1;

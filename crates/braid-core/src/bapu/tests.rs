@@ -287,7 +287,8 @@ fn proactive_ack_sends_duplicate_acks_with_sack_for_a_hole_the_air_lost() {
         ms(10),
         &tcp(false, 1, 0, Some(1), 0x02, &[4, 2, 0, 0], 0, 60000),
     );
-    for i in 0..4u32 {
+    // The home AP caught segments 1, 3 and 4; segment 2 was lost for everyone.
+    for i in [0u32, 2, 3] {
         pa.on_uplink(
             ms(11),
             &tcp(true, 2 + i as u16, 1 + i * 1000, Some(1), 0, &[], 1000, 500),
@@ -316,6 +317,35 @@ fn proactive_ack_sends_duplicate_acks_with_sack_for_a_hole_the_air_lost() {
     pa.on_held(due + Duration::from_millis(30), &entry(9, 1001, 1000));
     assert_eq!(parse_ack(&pa.poll_ack().unwrap()).0, 4001);
     assert_eq!(pa.poll_timeout(), None);
+}
+
+#[test]
+fn proactive_ack_sends_no_duplicate_acks_for_a_segment_the_home_ap_holds() {
+    let mut pa = ProactiveAck::new(ProactiveAckConfig::default());
+    pa.on_uplink(ms(0), &tcp(true, 1, 0, None, 0x02, &[4, 2, 0, 0], 0, 65535));
+    pa.on_downlink(
+        ms(10),
+        &tcp(false, 1, 0, Some(1), 0x02, &[4, 2, 0, 0], 0, 60000),
+    );
+    for i in 0..3u32 {
+        pa.on_uplink(
+            ms(11),
+            &tcp(true, 2 + i as u16, 1 + i * 1000, Some(1), 0, &[], 1000, 500),
+        );
+    }
+    pa.on_held(ms(40), &entry(2, 1, 1000));
+    assert!(pa.poll_ack().is_some());
+    // Segment 2 waits at the home AP for room; segment 3 went out through a monitor.
+    pa.on_held(ms(41), &entry(4, 2001, 1000));
+    let due = pa.poll_timeout().unwrap();
+    pa.handle_timeout(due);
+    assert!(
+        pa.poll_ack().is_none(),
+        "reordering, not loss: no duplicate ACKs"
+    );
+    assert_eq!(pa.stats().holes_held_at_home, 1);
+    pa.on_held(due, &entry(3, 1001, 1000));
+    assert_eq!(parse_ack(&pa.poll_ack().unwrap()).0, 3001);
 }
 
 #[test]
