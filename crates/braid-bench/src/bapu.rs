@@ -227,11 +227,13 @@ impl Bench for Fig10 {
                 cells.push(f(efficiency(r), 3));
                 let mut p = point(r);
                 p["aps"] = json!(n);
-                systems
+                if let Some(a) = systems
                     .entry(s.label())
                     .or_insert_with(|| json!([]))
                     .as_array_mut()
-                    .map(|a| a.push(p));
+                {
+                    a.push(p);
+                }
                 if n == 7 && *s == BapuSystem::BapuPro {
                     pro7 = efficiency(r);
                 }
@@ -255,12 +257,17 @@ impl Bench for Fig10 {
     }
 }
 
+/// A labelled change to the paper's setup.
+type Setting = (String, Box<dyn Fn(&mut BapuWorldConfig)>);
+/// The table, `systems`, efficiency per setting and AP count, and the AP counts.
+type Fig12Result = (Table, serde_json::Value, Vec<Vec<f64>>, Vec<usize>);
+
 /// Fig 12's runs: BaPu-Pro TCP through `ns` APs for each setting.
 fn fig12(
     opts: &mut Options<'_>,
     name: &str,
-    settings: &[(String, Box<dyn Fn(&mut BapuWorldConfig)>)],
-) -> Result<(Table, serde_json::Value, Vec<Vec<f64>>, Vec<usize>), BenchError> {
+    settings: &[Setting],
+) -> Result<Fig12Result, BenchError> {
     let ns = if opts.quick {
         vec![4, 7]
     } else {
@@ -316,7 +323,7 @@ impl Bench for Fig12a {
 
     fn run(&self, opts: &mut Options<'_>) -> Result<BenchReport, BenchError> {
         let seed = opts.seed;
-        let mut settings: Vec<(String, Box<dyn Fn(&mut BapuWorldConfig)>)> = Vec::new();
+        let mut settings: Vec<Setting> = Vec::new();
         for rtt in [32.0, 96.0, 192.0] {
             settings.push((
                 format!("{rtt} ms"),
@@ -364,7 +371,7 @@ impl Bench for Fig12b {
     }
 
     fn run(&self, opts: &mut Options<'_>) -> Result<BenchReport, BenchError> {
-        let mut settings: Vec<(String, Box<dyn Fn(&mut BapuWorldConfig)>)> = Vec::new();
+        let mut settings: Vec<Setting> = Vec::new();
         for loss in [0.2, 0.4, 0.6] {
             settings.push((
                 format!("{}%", loss * 100.0),

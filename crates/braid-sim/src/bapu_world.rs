@@ -284,12 +284,13 @@ impl<'a> World<'a> {
                 sample_ms: cfg.sample_ms,
                 ..BulkConfig::default()
             }),
-            // An application writing at a fixed rate keeps little queued: a 256 KiB
-            // window bounds what waits before the pacer.
+            // An application writing at a fixed rate keeps little queued: a 1 MiB
+            // window bounds what waits before the pacer (it must still cover what
+            // Proactive-ACK acknowledges ahead of the receiver: the APs' buffers).
             BapuTraffic::TcpPaced { .. } => WorkloadConfig::Bulk(BulkConfig {
                 direction: Direction::Up,
                 sample_ms: cfg.sample_ms,
-                buffer_bytes: 256 * 1024,
+                buffer_bytes: 1 << 20,
                 ..BulkConfig::default()
             }),
         };
@@ -379,7 +380,7 @@ impl<'a> World<'a> {
                     None => true,
                 };
                 if pass {
-                    self.to_sender(p);
+                    self.air_to_sender(p);
                 }
             }
             Event::UplinkDone(ap) => {
@@ -491,7 +492,7 @@ impl<'a> World<'a> {
                 acks.push(a);
             }
             for a in acks {
-                self.to_sender(a);
+                self.air_to_sender(a);
             }
         }
         self.arm();
@@ -562,7 +563,7 @@ impl<'a> World<'a> {
     }
 
     /// A frame from the home AP to the sender.
-    fn to_sender(&mut self, p: Vec<u8>) {
+    fn air_to_sender(&mut self, p: Vec<u8>) {
         let airtime = secs((p.len() + WIFI_FRAMING) as f64 * 8.0 / (self.cfg.wifi_mbps * 1e6));
         let mut t = self.wifi_free.max(self.now);
         let mut taken = false;

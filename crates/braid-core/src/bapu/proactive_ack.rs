@@ -286,7 +286,7 @@ impl ProactiveAck {
                 self.rttvar = d / 2;
             }
             Some(s) => {
-                let diff = if s > d { s - d } else { d - s };
+                let diff = s.abs_diff(d);
                 self.rttvar = (self.rttvar * 3 + diff) / 4;
                 self.srtt = Some((s * 7 + d) / 8);
             }

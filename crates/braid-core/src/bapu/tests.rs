@@ -20,6 +20,7 @@ fn ms(v: u64) -> Instant {
 }
 
 /// An IPv4 TCP packet with correct checksums.
+#[allow(clippy::too_many_arguments)]
 fn tcp(
     from_sender: bool,
     ip_id: u16,
@@ -167,7 +168,10 @@ const WSCALE_SACK_TS: [u8; 20] = [
     1, 3, 3, 7, // NOP, window scale 7
 ];
 
-fn parse_ack(p: &[u8]) -> (u32, u16, Option<(u32, u32)>, Vec<(u32, u32)>) {
+/// (ACK, window, timestamps, SACK blocks) of a spoofed ACK, its checksums checked.
+type Ack = (u32, u16, Option<(u32, u32)>, Vec<(u32, u32)>);
+
+fn parse_ack(p: &[u8]) -> Ack {
     let seg = segment::parse(p).unwrap();
     assert_eq!(tcp_sum(p, 20), 0xffff, "TCP checksum");
     assert_eq!(
