@@ -8,6 +8,7 @@
 //! - [`report`]: the report every benchmark returns, and its table.
 //! - [`registry`]: the list of benchmarks by name.
 
+mod bapu;
 mod cap_month;
 mod common;
 pub mod demo;

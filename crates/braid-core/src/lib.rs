@@ -18,9 +18,12 @@
 //! - [`checksum`]: the Internet checksum (RFC 1071) of inner headers.
 //! - [`htppr`]: partial packet recovery over a hare and a tortoise (HTPPR).
 //! - [`metered`]: oSCTP's utility-and-cost model, rate prediction and metered budgets.
+//! - [`bapu`]: BaPu's uplink bunching: reception reports, the gateway's forwarder
+//!   scheduler, Proactive-ACK and SimpleBuffer (BaPu §2-3), driven by the simulator.
 //! - [`stream`]: the multipath reliable byte stream (oSCTP §III-IV), not yet in the session.
 //! - [`session`]: the engine that ties them together.
 
+pub mod bapu;
 pub mod checksum;
 pub mod class;
 pub mod compress;

@@ -1,5 +1,6 @@
 //! A deterministic discrete-event simulator that drives braid's engine in virtual time.
 //!
+//! - [`bapu_world`]: BaPu's shared WiFi medium, monitor APs and their uplinks (BaPu §2-4).
 //! - [`rng`]: the simulator's own seeded PRNG.
 //! - [`link`]: link models (rate or mahimahi trace, delay, jitter, Bernoulli and
 //!   Gilbert-Elliott loss, blackouts, bit corruption, queue limits).
@@ -11,6 +12,7 @@
 //! - [`scenario`]: the TOML scenario format (docs/scenarios.md).
 //! - [`stream_world`]: the two ends of the multipath reliable stream over simulated paths.
 
+pub mod bapu_world;
 pub mod host;
 pub mod link;
 pub mod metrics;

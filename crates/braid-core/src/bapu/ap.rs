@@ -1,0 +1,215 @@
+//! A BaPu-AP, home or monitor (BaPu §2.2 steps 2-8): it keeps the session's packets it
+//! overheard (once each, by IP ID), reports them with its send-buffer level, and queues
+//! for its uplink the ones the gateway's announcements give it.
+//!
+//! The I/O layer feeds it overheard frames' IP packets with their BSSID, tells it how
+//! full its uplink's send buffer is, and sends what [`BapuAp::poll_report`] and
+//! [`BapuAp::poll_forward`] return.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use super::dedup::IpIdFilter;
+use super::key::{classify, SessionKey};
+use super::report::{Announce, Entry, Report, MAX_ENTRIES};
+use super::{ApId, SessionId};
+use crate::Instant;
+
+/// How an AP reports and how much it keeps.
+#[derive(Clone, Debug)]
+pub struct ApConfig {
+    pub id: ApId,
+    /// Entries wait at most this long to be batched into one report.
+    pub report_interval: Duration,
+    /// Captured packets kept for forwarding; the oldest go first beyond this.
+    pub capture_limit: usize,
+    /// IP IDs remembered per session for duplicate removal.
+    pub dedup_window: usize,
+    /// Sessions tracked at once; packets of further sessions are ignored and counted.
+    pub max_sessions: usize,
+}
+
+impl ApConfig {
+    pub fn new(id: ApId) -> ApConfig {
+        ApConfig {
+            id,
+            report_interval: Duration::from_millis(5),
+            capture_limit: 8192,
+            dedup_window: 4096,
+            max_sessions: 64,
+        }
+    }
+}
+
+/// What an AP did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ApStats {
+    pub overheard: u64,
+    /// MAC retransmissions refused by IP ID.
+    pub duplicates: u64,
+    pub reports: u64,
+    pub report_bytes: u64,
+    /// Packets the gateway gave this AP and it queued.
+    pub forwarded: u64,
+    /// Packets given to this AP it no longer held (evicted from the capture store).
+    pub missing: u64,
+    /// Captured packets evicted before any announcement named them.
+    pub evicted: u64,
+    /// Packets of sessions beyond `max_sessions`.
+    pub untracked: u64,
+}
+
+struct ApSession {
+    key: SessionKey,
+    filter: IpIdFilter,
+    pending: Vec<Entry>,
+    since: Option<Instant>,
+}
+
+/// One BaPu-AP's part of every session it overhears.
+pub struct BapuAp {
+    cfg: ApConfig,
+    sessions: HashMap<SessionId, ApSession>,
+    store: HashMap<(SessionId, u16), Vec<u8>>,
+    order: VecDeque<(SessionId, u16)>,
+    forward: VecDeque<(SessionId, Vec<u8>)>,
+    enqueued: u32,
+    stats: ApStats,
+}
+
+impl BapuAp {
+    pub fn new(cfg: ApConfig) -> BapuAp {
+        BapuAp {
+            cfg,
+            sessions: HashMap::new(),
+            store: HashMap::new(),
+            order: VecDeque::new(),
+            forward: VecDeque::new(),
+            enqueued: 0,
+            stats: ApStats::default(),
+        }
+    }
+
+    pub fn id(&self) -> ApId {
+        self.cfg.id
+    }
+
+    pub fn stats(&self) -> &ApStats {
+        &self.stats
+    }
+
+    /// The key of session `id`, if this AP tracks it.
+    pub fn session_key(&self, id: SessionId) -> Option<SessionKey> {
+        self.sessions.get(&id).map(|s| s.key)
+    }
+
+    /// An IP packet overheard (or, at the home AP, received) in a frame of `bssid`.
+    /// Returns the session it belongs to if it was new (not a MAC retransmission).
+    pub fn on_overheard(
+        &mut self,
+        now: Instant,
+        bssid: [u8; 6],
+        packet: &[u8],
+    ) -> Option<SessionId> {
+        let o = classify(bssid, packet)?;
+        let id = o.key.id();
+        if !self.sessions.contains_key(&id) {
+            if self.sessions.len() >= self.cfg.max_sessions {
+                self.stats.untracked += 1;
+                return None;
+            }
+            self.sessions.insert(
+                id,
+                ApSession {
+                    key: o.key,
+                    filter: IpIdFilter::new(self.cfg.dedup_window),
+                    pending: Vec::new(),
+                    since: None,
+                },
+            );
+        }
+        let s = self.sessions.get_mut(&id)?;
+        if !s.filter.insert(o.ip_id) {
+            self.stats.duplicates += 1;
+            return None;
+        }
+        self.stats.overheard += 1;
+        s.pending.push(Entry {
+            ip_id: o.ip_id,
+            home_only: o.home_only,
+            seq: o.seq,
+            seq_len: o.seq_len,
+            bytes: o.bytes,
+        });
+        s.since.get_or_insert(now);
+        if let Some(old) = self.store.insert((id, o.ip_id), packet.to_vec()) {
+            drop(old);
+        } else {
+            self.order.push_back((id, o.ip_id));
+        }
+        while self.order.len() > self.cfg.capture_limit {
+            if let Some(k) = self.order.pop_front() {
+                if self.store.remove(&k).is_some() {
+                    self.stats.evicted += 1;
+                }
+            }
+        }
+        Some(id)
+    }
+
+    /// A report that is due, given `buffer_free` bytes free in the uplink's send buffer:
+    /// one per session with entries waiting, once the oldest waited `report_interval` or
+    /// [`MAX_ENTRIES`] are waiting.
+    pub fn poll_report(&mut self, now: Instant, buffer_free: u32) -> Option<Report> {
+        let interval = self.cfg.report_interval;
+        let (&id, s) = self.sessions.iter_mut().find(|(_, s)| {
+            s.since.is_some_and(|t| now >= t + interval) || s.pending.len() >= MAX_ENTRIES
+        })?;
+        let n = s.pending.len().min(MAX_ENTRIES);
+        let entries: Vec<Entry> = s.pending.drain(..n).collect();
+        s.since = (!s.pending.is_empty()).then_some(now);
+        let r = Report {
+            ap: self.cfg.id,
+            session: id,
+            buffer_free,
+            enqueued: self.enqueued,
+            entries,
+        };
+        self.stats.reports += 1;
+        self.stats.report_bytes += r.wire_len() as u64;
+        Some(r)
+    }
+
+    /// When a report falls due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.sessions
+            .values()
+            .filter_map(|s| s.since)
+            .min()
+            .map(|t| t + self.cfg.report_interval)
+    }
+
+    /// An announcement from the gateway: packets given to this AP are queued for the
+    /// uplink; the others are forgotten (their forwarder is someone else).
+    pub fn on_announce(&mut self, _now: Instant, a: &Announce) {
+        for e in &a.entries {
+            let packet = self.store.remove(&(a.session, e.ip_id));
+            if a.forwarder != self.cfg.id {
+                continue;
+            }
+            self.enqueued = self.enqueued.wrapping_add(u32::from(e.bytes));
+            match packet {
+                Some(p) => {
+                    self.stats.forwarded += 1;
+                    self.forward.push_back((a.session, p));
+                }
+                None => self.stats.missing += 1,
+            }
+        }
+    }
+
+    /// The next packet to write to the uplink, with its session.
+    pub fn poll_forward(&mut self) -> Option<(SessionId, Vec<u8>)> {
+        self.forward.pop_front()
+    }
+}
