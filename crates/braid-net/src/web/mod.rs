@@ -197,13 +197,16 @@ fn snapshot(app: &App) -> Status {
     app.shared.lock().map(|s| s.clone()).unwrap_or_default()
 }
 
-async fn page() -> Response {
+async fn page(State(app): State<Arc<App>>) -> Response {
+    // "</" would end the script element early; "<\/" is the same JSON string.
+    let history = app.sampler.lock().map(|s| history(&s)).unwrap_or_default();
+    let history = history.replace("</", "<\\/");
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (header::CACHE_CONTROL, "no-store"),
         ],
-        PAGE,
+        PAGE.replacen("/*HISTORY*/", &history, 1),
     )
         .into_response()
 }
@@ -230,18 +233,21 @@ struct History<'a> {
     events: Vec<&'a Event>,
 }
 
+/// The recent samples and events as JSON.
+fn history(s: &Sampler) -> String {
+    serde_json::to_string(&History {
+        samples: s.samples.iter().collect(),
+        events: s.events.iter().collect(),
+    })
+    .unwrap_or_default()
+}
+
 async fn events(
     State(app): State<Arc<App>>,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    // Both under the sampler's lock, so that no sample falls between them.
     let (history, rx) = match app.sampler.lock() {
-        Ok(s) => (
-            serde_json::to_string(&History {
-                samples: s.samples.iter().collect(),
-                events: s.events.iter().collect(),
-            })
-            .unwrap_or_default(),
-            app.stream.subscribe(),
-        ),
+        Ok(s) => (history(&s), app.stream.subscribe()),
         Err(_) => (String::new(), app.stream.subscribe()),
     };
     let first = stream::once(async move { Ok(SseEvent::default().event("history").data(history)) });

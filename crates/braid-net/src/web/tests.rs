@@ -171,3 +171,22 @@ fn the_stream_starts_with_history_then_live_samples() {
     assert!(seen.contains("\"name\":\"lte\""), "{seen}");
     assert!(seen.contains("\"tx_bps\":2000000.0"), "{seen}");
 }
+
+#[test]
+fn the_page_arrives_with_the_history_inlined_and_escaped() {
+    let (w, shared) = start(None);
+    shared.lock().unwrap().sessions[0].peer = "</script><b>".into();
+    let mut page = String::new();
+    let start = std::time::Instant::now();
+    while !page.contains("\"samples\":[{") {
+        assert!(start.elapsed() < HANG, "never sampled");
+        std::thread::sleep(Duration::from_millis(50));
+        page = get(w.addrs[0], "/", None);
+    }
+    assert!(page.contains("\"peer\":\"<\\/script><b>\""), "{page}");
+    assert_eq!(
+        page.matches("</script>").count(),
+        2,
+        "only the two script elements end"
+    );
+}
