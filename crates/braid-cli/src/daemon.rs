@@ -65,9 +65,7 @@ pub fn gateway(a: DaemonArgs) -> anyhow::Result<()> {
     let shared = shared();
     let _control =
         ControlSocket::serve(&cfg.socket_path(), shared.clone()).map_err(anyhow::Error::msg)?;
-    if let Some(m) = cfg.control.metrics {
-        braid_net::metrics::serve(m, shared.clone()).map_err(anyhow::Error::msg)?;
-    }
+    web(&cfg.control, &shared)?;
     let mut shutdown = braid_net::Shutdown::new()?;
     let mut g = braid_net::gateway::Gateway::new(cfg, mtu, shared)?;
     g.run(&mut shutdown)?;
@@ -87,12 +85,27 @@ pub fn server(a: DaemonArgs) -> anyhow::Result<()> {
     let shared = shared();
     let _control =
         ControlSocket::serve(&cfg.socket_path(), shared.clone()).map_err(anyhow::Error::msg)?;
-    if let Some(m) = cfg.control.metrics {
-        braid_net::metrics::serve(m, shared.clone()).map_err(anyhow::Error::msg)?;
-    }
+    web(&cfg.control, &shared)?;
     let mut shutdown = braid_net::Shutdown::new()?;
     let mut s = braid_net::server::Server::new(cfg, shared)?;
     s.run(&mut shutdown)?;
+    Ok(())
+}
+
+/// The dashboard and `/metrics`, on every address `[control]` names.
+fn web(
+    c: &braid_net::config::ControlSection,
+    shared: &braid_net::status::Shared,
+) -> anyhow::Result<()> {
+    let listen: Vec<_> = c.web.iter().chain(&c.metrics).copied().collect();
+    if listen.is_empty() {
+        return Ok(());
+    }
+    let w = braid_net::web::serve(&listen, c.web_token.clone(), shared.clone())
+        .map_err(anyhow::Error::msg)?;
+    for a in &w.addrs {
+        tracing::info!(address = %a, "web dashboard and /metrics at http://{a}/");
+    }
     Ok(())
 }
 

@@ -86,8 +86,18 @@ pub struct ControlSection {
     #[serde(default = "default_socket_dir")]
     pub socket: PathBuf,
     /// Address of the Prometheus metrics endpoint (`GET /metrics`); none when absent.
+    /// Served by the same HTTP server as `web`, under the same access rule.
     pub metrics: Option<SocketAddr>,
+    /// Address of the web dashboard (`/`, `/metrics`, `/api/status`, `/api/events`,
+    /// docs/daemon.md); none when absent.
+    pub web: Option<SocketAddr>,
+    /// Bearer token (or basic-auth password) the dashboard and `/metrics` require;
+    /// mandatory when either listens on a non-loopback address.
+    pub web_token: Option<String>,
 }
+
+/// Shortest `web_token` accepted: 128 bits of hex.
+pub const MIN_WEB_TOKEN_LEN: usize = 32;
 
 fn default_socket_dir() -> PathBuf {
     PathBuf::from("/run/braid")
@@ -98,6 +108,8 @@ impl Default for ControlSection {
         ControlSection {
             socket: default_socket_dir(),
             metrics: None,
+            web: None,
+            web_token: None,
         }
     }
 }
@@ -438,6 +450,7 @@ impl GatewayConfig {
                 .map_err(|e| err(format!("server.public_key: {e}")))?;
         }
         check_engine(&raw.engine).map_err(&err)?;
+        check_control(&raw.control).map_err(&err)?;
         Ok(GatewayConfig {
             private_key_file: raw.interface.private_key_file,
             tun: raw.interface.tun,
@@ -553,6 +566,7 @@ impl ServerConfig {
             });
         }
         check_engine(&raw.engine).map_err(&err)?;
+        check_control(&raw.control).map_err(&err)?;
         Ok(ServerConfig {
             private_key_file: i.private_key_file,
             listen,
@@ -627,6 +641,30 @@ fn check_mtu(mtu: u16) -> Result<(), String> {
             "interface.mtu = {mtu}: expected {MIN_MTU} to {MAX_MTU} (leave it out to derive it from the uplinks)"
         ))
     }
+}
+
+/// A web or metrics address off loopback needs a token: the dashboard shows every
+/// uplink's addresses and traffic.
+fn check_control(c: &ControlSection) -> Result<(), String> {
+    if let Some(t) = &c.web_token {
+        if t.len() < MIN_WEB_TOKEN_LEN || !t.chars().all(|c| c.is_ascii_graphic()) {
+            return Err(format!(
+                "[control] web_token: expected at least {MIN_WEB_TOKEN_LEN} printable characters \
+                 without spaces (make one with `openssl rand -hex 16`)"
+            ));
+        }
+    }
+    for (key, addr) in [("web", c.web), ("metrics", c.metrics)] {
+        if let Some(a) = addr {
+            if !a.ip().is_loopback() && c.web_token.is_none() {
+                return Err(format!(
+                    "[control] {key} = \"{a}\" is not a loopback address: set [control] web_token \
+                     (e.g. the output of `openssl rand -hex 16`), or listen on 127.0.0.1"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn check_engine(e: &EngineSection) -> Result<(), String> {

@@ -11,8 +11,8 @@
 //! - [`gateway`], [`server`]: the two event loops.
 //! - [`links`]: netlink notifications of link and address changes.
 //! - [`mss`]: TCP MSS clamping.
-//! - [`status`], [`control`], [`metrics`]: what the daemon shows (`braid status`,
-//!   Prometheus).
+//! - [`status`], [`control`], [`metrics`], [`web`]: what the daemon shows (`braid status`,
+//!   Prometheus, the live web dashboard).
 //! - [`system`]: routes, forwarding and nftables, undone at shutdown.
 //! - [`clock`]: the one clock read.
 //! - [`testbed`]: network namespaces for the end-to-end test and the throughput benchmark.
@@ -33,6 +33,7 @@ pub mod system;
 pub mod testbed;
 pub mod tun;
 pub mod udp;
+pub mod web;
 
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;

@@ -1,66 +1,9 @@
-//! The Prometheus endpoint: `GET /metrics` on the configured address answers the latest
-//! status snapshot in the text exposition format (version 0.0.4). Served by its own
-//! thread from the shared snapshot.
+//! The Prometheus text exposition format (version 0.0.4) of the status snapshot, served
+//! as `GET /metrics` by the web server ([`crate::web`]).
 
 use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::time::Duration;
 
-use crate::status::{Shared, Status};
-
-/// Starts the endpoint on `addr`.
-pub fn serve(addr: SocketAddr, shared: Shared) -> Result<(), String> {
-    let listener = TcpListener::bind(addr).map_err(|e| {
-        format!("[control] metrics = \"{addr}\": cannot listen there: {e} (pick a free port)")
-    })?;
-    std::thread::Builder::new()
-        .name("braid-metrics".to_owned())
-        .spawn(move || {
-            for conn in listener.incoming().flatten() {
-                let _ = answer(conn, &shared);
-            }
-        })
-        .map_err(|e| e.to_string())?;
-    Ok(())
-}
-
-fn answer(mut conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
-    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
-    conn.set_write_timeout(Some(Duration::from_secs(2)))?;
-    let mut req = [0u8; 2048];
-    let mut n = 0;
-    while n < req.len() {
-        let k = conn.read(&mut req[n..])?;
-        if k == 0 {
-            break;
-        }
-        n += k;
-        if req[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-            break;
-        }
-    }
-    let head = String::from_utf8_lossy(&req[..n]);
-    let (status, ctype, body) = if head.starts_with("GET /metrics") {
-        let s = shared.lock().map(|s| s.clone()).unwrap_or_default();
-        (
-            "200 OK",
-            "text/plain; version=0.0.4; charset=utf-8",
-            render(&s),
-        )
-    } else {
-        (
-            "404 Not Found",
-            "text/plain; charset=utf-8",
-            "braid serves /metrics\n".to_owned(),
-        )
-    };
-    write!(
-        conn,
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-}
+use crate::status::Status;
 
 /// Label values are escaped as the format requires.
 fn esc(s: &str) -> String {

@@ -4,6 +4,7 @@
 
 pub mod all;
 mod plot;
+pub mod table;
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -17,8 +18,12 @@ use plot::{Reference, Series};
 #[derive(clap::Args)]
 pub struct Args {
     /// Folder to write index.html into (made if missing).
+    #[arg(long, required_unless_present = "docs")]
+    out: Option<PathBuf>,
+    /// Rewrite the headline table of this markdown file (docs/benchmarks.md), between its
+    /// marker lines, from the same results.
     #[arg(long)]
-    out: PathBuf,
+    docs: Option<PathBuf>,
     /// Read the JSON lines `braid bench all --json` saved instead of running the benchmarks.
     #[arg(long)]
     from: Option<PathBuf>,
@@ -49,14 +54,24 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             |_, _| {},
         ),
     };
-    let page = write_report(&entries, &a.out)?;
-    eprintln!(
-        "wrote {}: {} ran, {} failed, {} skipped",
-        page.display(),
+    let summary = format!(
+        "{} ran, {} failed, {} skipped",
         count(&entries, |o| matches!(o, Outcome::Ran(_))),
         count(&entries, |o| matches!(o, Outcome::Failed(_))),
         count(&entries, |o| matches!(o, Outcome::Skipped(_))),
     );
+    if let Some(out) = &a.out {
+        let page = write_report(&entries, out)?;
+        eprintln!("wrote {}: {summary}", page.display());
+    }
+    if let Some(doc) = &a.docs {
+        let text =
+            std::fs::read_to_string(doc).with_context(|| format!("reading {}", doc.display()))?;
+        let new = table::splice(&text, &table::markdown(&entries))
+            .with_context(|| format!("{}", doc.display()))?;
+        std::fs::write(doc, new).with_context(|| format!("writing {}", doc.display()))?;
+        eprintln!("wrote the headline table of {}: {summary}", doc.display());
+    }
     Ok(())
 }
 

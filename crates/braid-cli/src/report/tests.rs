@@ -167,3 +167,81 @@ fn a_failed_or_panicking_benchmark_is_recorded_and_the_rest_still_run() {
     assert_eq!(svgs(&html).len(), 2);
     assert!(html.contains("Failed: it broke"));
 }
+
+/// The registry's benchmark names, in its order: what every generated table must list.
+fn registry_names() -> Vec<&'static str> {
+    braid_bench::list().iter().map(|b| b.name()).collect()
+}
+
+#[test]
+fn the_docs_table_lists_exactly_the_registrys_benchmarks() {
+    let mut entries = all::parse_lines(SAVED).unwrap();
+    // A result the registry does not know (a renamed benchmark's old JSON) is left out.
+    entries.push(Entry {
+        bench: "gone-bench".into(),
+        quick: true,
+        seed: 1,
+        wall_s: 0.0,
+        outcome: Outcome::Failed("x".into()),
+        text: None,
+    });
+    let t = table::markdown(&entries);
+    assert_eq!(table::row_names(&t), registry_names(), "{t}");
+    let row = |name: &str| {
+        t.lines()
+            .find(|l| l.starts_with(&format!("| `{name}` ")))
+            .unwrap()
+            .to_owned()
+    };
+    // The saved osctp-fig9 ran; its headline's numbers are in its row.
+    let saved = &entries[0];
+    let Outcome::Ran(r) = &saved.outcome else {
+        panic!()
+    };
+    let hl = all::headlines(r)[0];
+    let fig9 = row(&saved.bench);
+    assert!(fig9.contains(hl["metric"].as_str().unwrap()), "{fig9}");
+    assert!(
+        fig9.contains(&plot::trim_number(hl["value"].as_f64().unwrap())),
+        "{fig9}"
+    );
+    assert!(row("lab-bulk").contains("skipped: --skip-lab"));
+    // Every registered benchmark the saved lines lack is there, marked.
+    let not_run = registry_names()
+        .into_iter()
+        .filter(|n| entries.iter().all(|e| e.bench != *n))
+        .count();
+    assert!(not_run > 0);
+    assert_eq!(t.matches("| not run | - |").count(), not_run, "{t}");
+}
+
+#[test]
+fn the_table_is_spliced_between_its_markers() {
+    let doc = format!(
+        "# B\n\nintro\n{}\nold\n{}\n\n## next\n",
+        table::BEGIN,
+        table::END
+    );
+    let t = table::markdown(&all::parse_lines(SAVED).unwrap());
+    let once = table::splice(&doc, &t).unwrap();
+    assert_eq!(table::splice(&once, &t).unwrap(), once, "idempotent");
+    assert!(!once.contains("old") && once.ends_with("\n\n## next\n"));
+    assert_eq!(table::extract(&once).unwrap().trim(), t.trim());
+    assert!(table::splice("# B\n", &t).is_err());
+}
+
+/// docs/benchmarks.md's committed table lists exactly the registry's benchmarks: a
+/// benchmark added to (or removed from) the registry needs the table regenerated.
+#[test]
+fn docs_benchmarks_md_lists_exactly_the_registrys_benchmarks() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/benchmarks.md");
+    let doc = std::fs::read_to_string(path).unwrap();
+    let t = table::extract(&doc).expect("docs/benchmarks.md has the table's marker lines");
+    assert_eq!(
+        table::row_names(t),
+        registry_names(),
+        "docs/benchmarks.md's headline table disagrees with the registry: rerun \
+         `braid report --docs docs/benchmarks.md --from FILE` (FILE from \
+         `braid bench all --json`; a benchmark without a line in FILE shows as not run)"
+    );
+}

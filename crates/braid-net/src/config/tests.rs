@@ -174,6 +174,44 @@ fn engine_mistakes() {
 }
 
 #[test]
+fn a_web_address_off_loopback_needs_a_token() {
+    let g = GatewayConfig::parse(
+        "gw.toml",
+        &format!("{GATEWAY}\n[control]\nweb = \"127.0.0.1:9580\"\n"),
+    )
+    .unwrap();
+    assert_eq!(g.control.web, Some("127.0.0.1:9580".parse().unwrap()));
+    let e = gateway_err(&format!("{GATEWAY}\n[control]\nweb = \"0.0.0.0:9580\"\n"));
+    assert!(
+        e.contains("[control] web = \"0.0.0.0:9580\"") && e.contains("web_token"),
+        "{e}"
+    );
+    let e = server_err(&format!(
+        "{SERVER}\n[control]\nmetrics = \"192.0.2.5:9582\"\n"
+    ));
+    assert!(
+        e.contains("[control] metrics") && e.contains("web_token"),
+        "{e}"
+    );
+    let e = gateway_err(&format!(
+        "{GATEWAY}\n[control]\nweb = \"0.0.0.0:9580\"\nweb_token = \"short\"\n"
+    ));
+    assert!(e.contains("at least 32"), "{e}");
+    let s = ServerConfig::parse(
+        "srv.toml",
+        &format!(
+            "{SERVER}\n[control]\nweb = \"[::]:9580\"\nweb_token = \"{}\"\n",
+            "ab".repeat(16)
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        s.control.web_token.as_deref(),
+        Some("ab".repeat(16).as_str())
+    );
+}
+
+#[test]
 fn mtu_out_of_range() {
     let e = gateway_err(&GATEWAY.replace("[server]", "mtu = 100\n[server]"));
     assert!(e.contains("interface.mtu = 100"), "{e}");
