@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod node;
 pub mod rng;
 pub mod scenario;
+pub mod wifi;
 pub mod world;
 
 pub use link::TraceCache;

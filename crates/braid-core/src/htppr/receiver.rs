@@ -529,16 +529,19 @@ impl Receiver {
         if seq <= self.gap_floor {
             return;
         }
-        let lost: Vec<u64> = self
+        let lost: Vec<(u64, u8, usize)> = self
             .expects
             .range(self.gap_floor..seq)
             .filter(|(_, e)| matches!(e.state, ExpectState::Waiting))
-            .map(|(&s, _)| s)
+            .map(|(&s, e)| (s, e.rate, e.blocks.len()))
             .collect();
-        for s in lost {
+        for (s, rate, blocks) in lost {
             self.expects.remove(&s);
             self.stats.nacks += 1;
             self.out.push_back(ToSender::Nack { seq: s as u16 });
+            // A lost packet is one whose every block is bad: without it the estimate is
+            // blind where errors reach the headers and whole packets go (htppr-fig6).
+            self.sample(rate, 1.0, blocks, blocks);
         }
         self.gap_floor = seq;
     }
