@@ -11,6 +11,7 @@
 mod common;
 pub mod demo;
 mod fec_codec;
+mod htppr;
 mod lab_bulk;
 mod lab_bus;
 mod lab_common;

@@ -79,9 +79,9 @@ pub trait Station {
 pub enum Errors {
     /// Independent bit errors at the rate's BER for the flow's SNR ([`phy::ber`]).
     Snr,
-    /// Exactly this many bit errors in each frame's payload, at random places, beyond its
-    /// protected bytes (HTPPR §5.2's induced errors); headers untouched, no loss.
-    FixedBits(u32),
+    /// Independent bit errors at this BER in each frame's payload beyond its protected bytes,
+    /// whatever the rate; headers untouched, no loss (HTPPR §5.2's induced errors).
+    PayloadBer(f64),
 }
 
 /// The tortoise of every flow: one direction's rate and delay.
@@ -346,7 +346,7 @@ impl World {
             } else if frame.acked {
                 let ok = match self.errors {
                     Errors::Snr => phy::clean(bytes, ber, &mut self.rng),
-                    Errors::FixedBits(n) => n == 0,
+                    Errors::PayloadBer(ber) => ber == 0.0,
                 };
                 if ok {
                     (Some(frame.payload.clone()), false)
@@ -362,13 +362,9 @@ impl World {
                                 && payload[..frame.protected.min(payload.len())]
                                     != frame.payload[..frame.protected.min(payload.len())]
                     }
-                    Errors::FixedBits(n) => {
+                    Errors::PayloadBer(ber) => {
                         let from = frame.protected.min(payload.len());
-                        let bits = (payload.len() - from) as u64 * 8;
-                        for _ in 0..n.min(bits as u32) {
-                            let b = from as u64 * 8 + self.rng.below(bits.max(1));
-                            payload[(b / 8) as usize] ^= 1 << (b % 8);
-                        }
+                        phy::corrupt(&mut payload, from, ber, &mut self.rng);
                         false
                     }
                 };
