@@ -45,7 +45,6 @@ pub enum System {
 #[derive(Clone, Debug, Default)]
 pub struct FlowResult {
     pub mbps: f64,
-    pub finished: bool,
     /// Mean tortoise use over the run, sender and receiver, Mbit/s.
     pub tortoise_tx_mbps: [f64; 2],
     /// The busiest second of the tortoise, sender and receiver, Mbit/s.
@@ -162,7 +161,6 @@ fn result(
     let st = |k: usize| &report.stations[s + k];
     FlowResult {
         mbps,
-        finished: done.is_some(),
         tortoise_tx_mbps: [0, 1].map(|k| st(k).tortoise_bytes as f64 * 8.0 / end_s / 1e6),
         tortoise_peak_mbps: [0, 1].map(|k| st(k).peak_tortoise_bps() / 1e6),
         chunk_latency_s: log.map(|l| l.borrow().latencies_s()).unwrap_or_default(),
