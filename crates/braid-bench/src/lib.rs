@@ -13,6 +13,7 @@ mod cap_month;
 mod common;
 pub mod demo;
 mod fec_codec;
+mod htppr;
 mod hybrid_links;
 mod lab_bulk;
 mod lab_bus;

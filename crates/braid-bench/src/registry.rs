@@ -50,6 +50,13 @@ static ALL: &[&dyn Bench] = &[
     &crate::lab_failover::LabFailover,
     &crate::sim_vs_lab::SimVsLab,
     &crate::tunnel_throughput::TunnelThroughput,
+    &crate::htppr::micro::Htppr51,
+    &crate::htppr::micro::HtpprFig3,
+    &crate::htppr::micro::HtpprFig4,
+    &crate::htppr::links::HtpprFig6,
+    &crate::htppr::links::HtpprFig8,
+    &crate::htppr::links::HtpprZiptx,
+    &crate::htppr::links::HtpprFig9,
 ];
 
 /// All benchmarks, in the order `braid bench --list` shows them.

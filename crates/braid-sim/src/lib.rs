@@ -20,6 +20,7 @@ pub mod node;
 pub mod rng;
 pub mod scenario;
 pub mod stream_world;
+pub mod wifi;
 pub mod world;
 
 pub use link::TraceCache;

@@ -31,6 +31,12 @@ use super::tortoise::{self, ToReceiver, ToSender, TortoiseError};
 use super::{BlockSize, ReceiverConfig};
 use crate::Instant;
 
+/// Bytes in front of a hare packet's blocks whose damage loses the whole packet (MAC, IP
+/// and UDP-Lite headers, about 64). A lost packet enters the BIER as that many bytes of bad
+/// blocks: losses are evidence of bit errors (at a high rate every packet may be lost, and
+/// without them the estimate is blind: htppr-fig6), but a packet lost to a collision says
+/// nothing about its blocks, so it weighs as its header, not as all its blocks.
+const LOST_HEADER_BYTES: usize = 64;
 /// Candidate sequence numbers further than this beyond the last notice are taken as misreads.
 const SEQ_HORIZON: u64 = 4096;
 
@@ -529,16 +535,20 @@ impl Receiver {
         if seq <= self.gap_floor {
             return;
         }
-        let lost: Vec<u64> = self
+        let lost: Vec<(u64, u8)> = self
             .expects
             .range(self.gap_floor..seq)
             .filter(|(_, e)| matches!(e.state, ExpectState::Waiting))
-            .map(|(&s, _)| s)
+            .map(|(&s, e)| (s, e.rate))
             .collect();
-        for s in lost {
+        let header_blocks = self
+            .geometry
+            .map_or(1, |g| LOST_HEADER_BYTES.div_ceil(g.block_size.bytes()));
+        for (s, rate) in lost {
             self.expects.remove(&s);
             self.stats.nacks += 1;
             self.out.push_back(ToSender::Nack { seq: s as u16 });
+            self.sample(rate, 1.0, header_blocks, header_blocks);
         }
         self.gap_floor = seq;
     }

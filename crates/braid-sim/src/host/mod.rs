@@ -26,14 +26,14 @@
 mod arrivals;
 mod client;
 mod de;
-mod packets;
+pub(crate) mod packets;
 mod ports;
 mod report;
 mod server;
 mod smol;
 pub mod surge;
 pub mod tcp;
-mod transport;
+pub(crate) mod transport;
 mod udp;
 mod workload;
 
