@@ -26,6 +26,8 @@ const BUFFERS: Buffers = Buffers {
     tx: 4 << 20,
     nagle: true,
     initial_window: None,
+    prism: false,
+    sack: true,
 };
 /// Bytes per chunk for [`SharedLog`] (HTPPR's 32 KB chunks).
 const CHUNK: u64 = 32 * 1024;
