@@ -16,6 +16,8 @@ use super::{mean, parallel, run_flows, FlowResult, System};
 use crate::common::f;
 use crate::{Bench, BenchError, BenchReport, Headline, Options, Table};
 
+// Not in the registry yet: its quick run did not finish within 300 s (docs/benchmarks.md).
+#[allow(dead_code)]
 pub struct HtpprFig6;
 pub struct HtpprFig8;
 pub struct HtpprZiptx;
@@ -196,13 +198,17 @@ impl Bench for HtpprFig8 {
                 f(h / hop, 2),
             ]);
         }
-        let mut sorted = over_tcp.clone();
+        // A link where TCP delivered nothing gives no ratio: it is counted, not ranked.
+        let mut sorted: Vec<f64> = over_tcp.iter().copied().filter(|g| g.is_finite()).collect();
+        let tcp_starved = LINKS - sorted.len();
         sorted.sort_by(|a, b| b.total_cmp(a));
         // "At least 3x for 10% of links": the gain the best tenth of links reach.
-        let tenth = sorted[(LINKS / 10).saturating_sub(1).max(0)..LINKS / 10 + 1]
+        let tenth = sorted
+            .get((sorted.len() / 10).saturating_sub(1)..(sorted.len() / 10 + 1).min(sorted.len()))
+            .unwrap_or(&[])
             .iter()
             .copied()
-            .fold(f64::INFINITY, f64::min);
+            .fold(f64::NAN, |m, g| if m.is_nan() { g } else { m.min(g) });
         let min_gain = sorted.last().copied().unwrap_or(f64::NAN);
         Ok(report(
             self.name(),
@@ -219,6 +225,9 @@ impl Bench for HtpprFig8 {
             vec![
                 format!(
                     "smallest gain over TCP on any link: {min_gain:.2} (paper and goal >= 1.11)"
+                ),
+                format!(
+                    "TCP + SampleRate delivered nothing on {tcp_starved} of {LINKS} links in the run: no ratio there, left out of the ranking"
                 ),
                 "Hop BestRate: the best of Hop at 11 (802.11b), 24, 36 and 54 Mbit/s on each link"
                     .into(),
