@@ -76,7 +76,7 @@ impl SampleRate {
                 .find(|&k| self.rates[k].successive_failures < MAX_SUCCESSIVE_FAILURES)
                 .unwrap_or(0);
         };
-        if self.packets % SAMPLE_EVERY == 0 {
+        if self.packets.is_multiple_of(SAMPLE_EVERY) {
             let candidates: Vec<usize> = (0..phy::OFDM_RATES)
                 .filter(|&k| k != best)
                 .filter(|&k| self.rates[k].successive_failures < MAX_SUCCESSIVE_FAILURES)
