@@ -102,6 +102,10 @@ pub struct Conn {
     reset: bool,
     ip_id: u16,
     sack_ok: bool,
+    /// Something changed since the last [`Conn::transmit`]: a segment, a timer, the
+    /// application. Until then a transmit finds nothing to send but a due ACK (it is
+    /// idempotent), so the stack's egress skips it ([`Conn::needs_transmit`]).
+    changed: bool,
 }
 
 impl Conn {
@@ -162,6 +166,7 @@ impl Conn {
             reset: false,
             ip_id: (iss.0 >> 16) as u16,
             sack_ok: cfg.sack,
+            changed: true,
         }
     }
 
@@ -257,6 +262,7 @@ impl Conn {
 
     /// Processes one segment addressed to this connection (RFC 9293 §3.10.7).
     pub fn on_segment(&mut self, now: Instant, seg: &Segment<'_>) {
+        self.changed = true;
         let h = &seg.header;
         match self.state {
             State::Closed => return,
@@ -394,6 +400,7 @@ impl Conn {
 
     /// The application is done sending (RFC 9293 §3.10.4).
     pub fn close(&mut self) {
+        self.changed = true;
         match self.state {
             State::SynSent => self.state = State::Closed,
             State::SynReceived => self.snd.close(),
@@ -433,6 +440,7 @@ impl Conn {
 
     /// Fires whatever timer is due.
     pub fn on_timeout(&mut self, now: Instant) {
+        self.changed = true;
         match self.state {
             State::Closed => {}
             State::SynSent | State::SynReceived => {
@@ -458,9 +466,16 @@ impl Conn {
         }
     }
 
+    /// Whether [`Conn::transmit`] at `now` may send or change anything: not if nothing
+    /// changed since the last one and no ACK, SYN or RST is due.
+    pub fn needs_transmit(&self, now: Instant) -> bool {
+        self.changed || self.wants_transmit(now)
+    }
+
     /// Sends what is due at `now` into `out`: a RST, the SYN or SYN-ACK, retransmissions
     /// and new data as the windows allow, and an ACK if one is owed.
     pub fn transmit(&mut self, now: Instant, out: &mut Packets) {
+        self.changed = false;
         if let Some((seq, ack)) = self.rst.take() {
             self.emit_rst(out, seq, ack);
         }
@@ -621,7 +636,9 @@ impl Conn {
     /// Queues bytes to send; returns how many fit.
     pub fn write(&mut self, data: &[u8]) -> usize {
         if self.may_send() {
-            self.snd.write(data)
+            let n = self.snd.write(data);
+            self.changed |= n > 0;
+            n
         } else {
             0
         }
@@ -630,19 +647,25 @@ impl Conn {
     /// Queues up to `n` bytes whose contents do not matter.
     pub fn write_zeros(&mut self, n: usize) -> usize {
         if self.may_send() {
-            self.snd.write_zeros(n)
+            let n = self.snd.write_zeros(n);
+            self.changed |= n > 0;
+            n
         } else {
             0
         }
     }
 
     pub fn read(&mut self, out: &mut [u8]) -> usize {
-        self.rcv.as_mut().map_or(0, |r| r.read(out))
+        let n = self.rcv.as_mut().map_or(0, |r| r.read(out));
+        self.changed |= n > 0;
+        n
     }
 
     /// Drops up to `n` received bytes as if read.
     pub fn discard(&mut self, n: usize) -> usize {
-        self.rcv.as_mut().map_or(0, |r| r.consume(n))
+        let n = self.rcv.as_mut().map_or(0, |r| r.consume(n));
+        self.changed |= n > 0;
+        n
     }
 
     /// Bytes queued to send and not yet acknowledged.

@@ -253,7 +253,9 @@ impl Stack {
                 if conn.deadline().is_some_and(|t| t <= now) {
                     conn.on_timeout(now);
                 }
-                conn.transmit(now, out);
+                if conn.needs_transmit(now) {
+                    conn.transmit(now, out);
+                }
             }
         }
     }
