@@ -119,6 +119,10 @@ struct Connection {
     id: u32,
     progress: u64,
     reply_sent: usize,
+    /// The socket's version when the connection was last serviced: a service of an
+    /// unchanged socket does nothing (each runs its protocol as far as the socket lets
+    /// it), so it is skipped.
+    seen: Option<u64>,
 }
 
 /// Every server-side workload of the internet host and their connections.
@@ -179,6 +183,7 @@ impl Server {
                 id: 0,
                 progress: 0,
                 reply_sent: 0,
+                seen: None,
             },
         );
     }
@@ -196,6 +201,10 @@ impl Server {
                     continue;
                 }
             };
+            let version = socket.version();
+            if version.is_some() && version == conn.seen {
+                continue;
+            }
             let stats = &mut part.stats;
             let finished = service_connection(conn, socket, part.direction, |id, n| {
                 if let Some(bytes) = stats.bulk_bytes.get_mut(id as usize) {
@@ -205,6 +214,7 @@ impl Server {
                     series.add(now, n);
                 }
             });
+            conn.seen = socket.version();
             if finished {
                 self.done.push((*key, true));
             }

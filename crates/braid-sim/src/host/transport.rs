@@ -49,6 +49,11 @@ pub trait Socket {
     fn recv_slice(&mut self, buf: &mut [u8]) -> usize;
     /// Reads and drops everything waiting; returns how much.
     fn recv_discard(&mut self) -> u64;
+    /// A count that moves whenever what the application sees may have changed (state,
+    /// data to read, room to send); `None` when the stack keeps none.
+    fn version(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A TCP stack as a host drives it.
@@ -315,5 +320,9 @@ impl Socket for tcp::Conn {
 
     fn recv_discard(&mut self) -> u64 {
         self.discard(usize::MAX) as u64
+    }
+
+    fn version(&self) -> Option<u64> {
+        Some(tcp::Conn::version(self))
     }
 }

@@ -106,6 +106,8 @@ pub struct Conn {
     /// application. Until then a transmit finds nothing to send but a due ACK (it is
     /// idempotent), so the stack's egress skips it ([`Conn::needs_transmit`]).
     changed: bool,
+    /// Counts the changes the application may see ([`Conn::version`]).
+    version: u64,
 }
 
 impl Conn {
@@ -167,6 +169,7 @@ impl Conn {
             ip_id: (iss.0 >> 16) as u16,
             sack_ok: cfg.sack,
             changed: true,
+            version: 0,
         }
     }
 
@@ -262,7 +265,7 @@ impl Conn {
 
     /// Processes one segment addressed to this connection (RFC 9293 §3.10.7).
     pub fn on_segment(&mut self, now: Instant, seg: &Segment<'_>) {
-        self.changed = true;
+        self.touch();
         let h = &seg.header;
         match self.state {
             State::Closed => return,
@@ -400,7 +403,7 @@ impl Conn {
 
     /// The application is done sending (RFC 9293 §3.10.4).
     pub fn close(&mut self) {
-        self.changed = true;
+        self.touch();
         match self.state {
             State::SynSent => self.state = State::Closed,
             State::SynReceived => self.snd.close(),
@@ -440,7 +443,7 @@ impl Conn {
 
     /// Fires whatever timer is due.
     pub fn on_timeout(&mut self, now: Instant) {
-        self.changed = true;
+        self.touch();
         match self.state {
             State::Closed => {}
             State::SynSent | State::SynReceived => {
@@ -464,6 +467,19 @@ impl Conn {
                 }
             }
         }
+    }
+
+    /// Something changed: a transmit is due, and the application may see it.
+    fn touch(&mut self) {
+        self.changed = true;
+        self.version = self.version.wrapping_add(1);
+    }
+
+    /// Moves whenever the connection's state, its data to read or its room to send may
+    /// have changed (a segment, a timer, the application's own calls); a transmit changes
+    /// none of these.
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// Whether [`Conn::transmit`] at `now` may send or change anything: not if nothing
@@ -637,7 +653,9 @@ impl Conn {
     pub fn write(&mut self, data: &[u8]) -> usize {
         if self.may_send() {
             let n = self.snd.write(data);
-            self.changed |= n > 0;
+            if n > 0 {
+                self.touch();
+            }
             n
         } else {
             0
@@ -648,7 +666,9 @@ impl Conn {
     pub fn write_zeros(&mut self, n: usize) -> usize {
         if self.may_send() {
             let n = self.snd.write_zeros(n);
-            self.changed |= n > 0;
+            if n > 0 {
+                self.touch();
+            }
             n
         } else {
             0
@@ -657,14 +677,18 @@ impl Conn {
 
     pub fn read(&mut self, out: &mut [u8]) -> usize {
         let n = self.rcv.as_mut().map_or(0, |r| r.read(out));
-        self.changed |= n > 0;
+        if n > 0 {
+            self.touch();
+        }
         n
     }
 
     /// Drops up to `n` received bytes as if read.
     pub fn discard(&mut self, n: usize) -> usize {
         let n = self.rcv.as_mut().map_or(0, |r| r.consume(n));
-        self.changed |= n > 0;
+        if n > 0 {
+            self.touch();
+        }
         n
     }
 

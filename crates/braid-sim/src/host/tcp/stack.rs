@@ -355,6 +355,18 @@ impl Stack {
         }
     }
 
+    /// Checks that every connection egress would skip at `now` has nothing to send (tests).
+    #[cfg(test)]
+    pub fn check_skipped(&mut self, now: Instant) {
+        let mut out = Packets::default();
+        for conn in self.slots.iter_mut().filter_map(|s| s.conn.as_mut()) {
+            if !conn.needs_transmit(now) {
+                conn.transmit(now, &mut out);
+                assert!(out.pop().is_none(), "a skipped transmit would have sent");
+            }
+        }
+    }
+
     /// Every connection held, in slot order.
     pub fn conns(&self) -> impl Iterator<Item = &Conn> {
         self.slots.iter().filter_map(|s| s.conn.as_ref())

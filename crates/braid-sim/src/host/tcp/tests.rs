@@ -137,6 +137,7 @@ fn hostile_packets_never_panic_and_keep_state_sound() {
             for side in 0..2 {
                 stacks[side].egress(now, &mut outs[side]);
                 stacks[side].check();
+                stacks[side].check_skipped(now);
                 while let Some(p) = outs[side].pop() {
                     wire_queue.push_back((now + std::time::Duration::from_millis(5), 1 - side, p));
                 }
