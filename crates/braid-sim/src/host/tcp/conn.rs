@@ -568,7 +568,9 @@ impl Conn {
         let mut buf = out.buffer();
         let id = self.next_ip_id();
         let snd = &self.snd;
-        wire::emit(&mut buf, &h, id, len as usize, |p| snd.payload(seq, p));
+        wire::emit_payload(&mut buf, &h, id, len as usize, |p| {
+            snd.payload_into_zeroed(seq, p)
+        });
         out.push(buf);
     }
 

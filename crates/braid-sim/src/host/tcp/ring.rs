@@ -34,6 +34,11 @@ impl Ring {
         self.capacity
     }
 
+    /// Whether the storage holds nothing but zeros.
+    pub fn is_all_zeros(&self) -> bool {
+        self.all_zeros
+    }
+
     /// Committed bytes.
     pub fn len(&self) -> usize {
         self.len

@@ -356,6 +356,16 @@ impl Sender {
         self.buf.read_at(offset, out);
     }
 
+    /// Like [`Sender::payload`] into a zeroed `out`; true if the payload is all zeros
+    /// (the buffer never held anything else), which is then left as it is.
+    pub fn payload_into_zeroed(&self, seq: Seq, out: &mut [u8]) -> bool {
+        if self.buf.is_all_zeros() {
+            return true;
+        }
+        self.payload(seq, out);
+        false
+    }
+
     /// The scoreboard segment at `i`.
     pub fn segment(&self, i: usize) -> Option<&Sent> {
         self.board.get(i)
