@@ -103,6 +103,8 @@ struct TxState {
     peer_received: u32,
     next_seq: u32,
     last_tx: Option<Instant>,
+    /// When we last sent a report on the path: its echo is what refreshes the peer's RTT.
+    last_report: Option<Instant>,
     /// The model's predicted wait and the send instant of recent datagrams, by path
     /// sequence number modulo [`SENT_RING`], to compare with what the receiver saw, and
     /// the bytes sent on the path up to and including it.
@@ -215,6 +217,7 @@ impl Path {
                 peer_received: 0,
                 next_seq: 0,
                 last_tx: None,
+                last_report: None,
                 sent_ring: Vec::new(),
                 acked_bytes: 0,
                 window_bytes: 0,
@@ -519,6 +522,15 @@ impl Path {
     /// When we last sent on the path.
     pub fn last_tx(&self) -> Option<Instant> {
         self.tx.last_tx
+    }
+
+    /// When we last sent a report on the path.
+    pub fn last_report(&self) -> Option<Instant> {
+        self.tx.last_report
+    }
+
+    pub(crate) fn on_report_sent(&mut self, now: Instant) {
+        self.tx.last_report = Some(now);
     }
 
     /// When we last received on the path.

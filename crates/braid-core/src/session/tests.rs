@@ -242,6 +242,50 @@ fn reports_carry_delay_loss_and_rtt_estimates() {
 }
 
 #[test]
+fn a_download_keeps_the_senders_rtt_of_every_path_current() {
+    // A download: the server sends, the gateway acknowledges. The server's RTT of a path is measured
+    // by the echo in a report the gateway sends on that path, so the gateway must rotate
+    // its reports over the paths by what it sent, not by its own (fresh) RTT samples.
+    let mut net = Net::new(
+        config(),
+        vec![Pipe::new(20, None), Pipe::new(60, None)],
+        vec![Pipe::new(20, None), Pipe::new(60, None)],
+    );
+    net.run_until(net.at(300));
+    let mut i = 0;
+    let mut send_until = |net: &mut Net, ms: u64| {
+        while net.now < net.at(ms) {
+            net.srv.send(net.now, &packet(i, 500)).unwrap();
+            // The download's acknowledgements.
+            net.gw.send(net.now, &packet(i, 60)).unwrap();
+            i += 1;
+            let t = net.now + Duration::from_millis(5);
+            net.run_until(t);
+        }
+    };
+    send_until(&mut net, 3000);
+    let rtt = |net: &Net, p: usize| net.srv.paths()[p].srtt().unwrap().as_secs_f64() * 1e3;
+    assert!((rtt(&net, 1) - 120.0).abs() < 5.0, "{}", rtt(&net, 1));
+    // The gateway's datagrams on path 1 are lost for 1.5 s: the server's RTT of path 1
+    // goes stale while the gateway's (from the server's reports on path 1) stays fresh.
+    net.up[1].down = true;
+    send_until(&mut net, 4500);
+    net.up[1].down = false;
+    // Path 1 slows to 200 ms each way: a sample a refresh interval (1 s) moves the smoothed
+    // RTT an eighth of the way each, more than 0.4 of the way in 6.5 s. (Rotating reports by
+    // the gateway's own RTT samples, the server's stayed at 120 ms.)
+    net.up[1].delay = Duration::from_millis(200);
+    net.down[1].delay = Duration::from_millis(200);
+    send_until(&mut net, 11_000);
+    assert!(
+        rtt(&net, 1) > 240.0 && rtt(&net, 1) < 400.0,
+        "{}",
+        rtt(&net, 1)
+    );
+    assert!((rtt(&net, 0) - 40.0).abs() < 5.0, "{}", rtt(&net, 0));
+}
+
+#[test]
 fn capacity_estimate_follows_a_slower_path() {
     // The gateway expects 10 Mbit/s upstream but the path carries 2 Mbit/s.
     let mut net = Net::new(
