@@ -18,7 +18,7 @@
 
 use serde_json::json;
 
-use crate::common::{braid_tcp_ideal_mbps, f, run_all, scenario, symmetric_path, BRAID_DEFAULTS};
+use crate::common::{braid_tcp_ideal_mbps, f, scenario, symmetric_path, BRAID_DEFAULTS};
 use crate::{Bench, BenchError, BenchReport, Headline, Options, Table};
 
 pub struct PrismFig6a;
@@ -59,6 +59,13 @@ const RPC_UNMODIFIED: System = System {
     engine: "scheduler = \"adas\"\nreordering = \"rpc\"\n",
     bulk: "",
 };
+/// RPC with TCP-PRISM over braid's own scheduler, which caps the queue it builds in front
+/// of each link (ADAS does not, and its TCP overflows them).
+const BRAID_RPC_PRISM: System = System {
+    name: "braid-sched-rpc-tcp-prism",
+    engine: "reordering = \"rpc\"\n",
+    bulk: "tcp_cc = \"prism\"\n",
+};
 const RPC_PRISM: System = System {
     name: "rpc-tcp-prism",
     engine: "scheduler = \"adas\"\nreordering = \"rpc\"\n",
@@ -88,6 +95,22 @@ struct Measured {
     fractions: Vec<Vec<f64>>,
     table: Table,
     rows: Vec<serde_json::Value>,
+}
+
+/// What RPC did in a run, for the JSON.
+fn rpc_json(st: braid_core::rpc::RpcStats) -> serde_json::Value {
+    json!({
+        "held": st.held,
+        "released_resequenced": st.released_resequenced,
+        "released_on_loss": st.released_on_loss,
+        "released_on_timeout": st.released_on_timeout,
+        "released_on_overflow": st.released_on_overflow,
+        "paced": st.paced,
+        "sack_clipped": st.sack_clipped,
+        "losses": st.losses,
+        "nacks": st.nacks,
+        "longest_hold_ms": st.longest_hold.as_secs_f64() * 1e3,
+    })
 }
 
 /// Mean goodput of the run's bulk workload from `warm_s` to the end.
@@ -123,7 +146,7 @@ impl Figure {
             }
         }
         let mtu = scenarios.first().map_or(1400, |s| s.mtu);
-        let reports = run_all(opts, self.bench, scenarios)?;
+        let runs = crate::common::run_all_keeping(opts, self.bench, scenarios)?;
         let mut columns = vec![x_name.to_owned()];
         columns.extend(self.systems.iter().map(|s| s.name.to_owned()));
         let mut table = Table::new(columns);
@@ -133,15 +156,26 @@ impl Figure {
             let ideal = braid_tcp_ideal_mbps(capacity, mtu);
             let mut cells = vec![p.label.clone()];
             let mut fr = serde_json::Map::new();
+            let mut detail = serde_json::Map::new();
             let mut row = Vec::new();
             for (j, s) in self.systems.iter().enumerate() {
-                let v = steady_mbps(&reports[k * self.systems.len() + j], self.warm_s) / ideal;
+                let (r, engines) = &runs[k * self.systems.len() + j];
+                let v = steady_mbps(r, self.warm_s) / ideal;
                 cells.push(f(v, 3));
                 fr.insert(s.name.to_owned(), json!(v));
+                let rpc = engines.as_ref().and_then(|e| e.server.rpc_stats());
+                let sender = (r.workloads.iter())
+                    .find_map(|w| w.tcp.as_ref().and_then(|t| t.sender.clone()));
+                detail.insert(
+                    s.name.to_owned(),
+                    json!({ "tcp_sender": sender, "rpc": rpc.map(rpc_json) }),
+                );
                 row.push(v);
             }
             table.row(cells);
-            rows.push(json!({ x_name: p.x, "ideal_mbps": ideal, "fraction_of_ideal": fr }));
+            rows.push(json!({
+                x_name: p.x, "ideal_mbps": ideal, "fraction_of_ideal": fr, "runs": detail,
+            }));
             fractions.push(row);
         }
         Ok(Measured {
@@ -227,6 +261,7 @@ impl Bench for PrismFig6a {
                 BRAID,
                 RPC_UNMODIFIED,
                 RPC_PRISM,
+                BRAID_RPC_PRISM,
             ],
             points,
         };
@@ -285,7 +320,13 @@ impl Bench for PrismFig6b {
             bench: "prism-fig6b",
             duration: if opts.quick { 90.0 } else { 300.0 },
             warm_s: 20.0,
-            systems: &[VANILLA_SACK, BRAID, RPC_UNMODIFIED, RPC_PRISM],
+            systems: &[
+                VANILLA_SACK,
+                BRAID,
+                RPC_UNMODIFIED,
+                RPC_PRISM,
+                BRAID_RPC_PRISM,
+            ],
             points,
         };
         let m = fig.run(opts, "loss on the slow link")?;
@@ -340,7 +381,13 @@ impl Bench for PrismFig11 {
             bench: "prism-fig11",
             duration: if opts.quick { 40.0 } else { 120.0 },
             warm_s: 5.0,
-            systems: &[VANILLA_SACK, ACK_RESEQUENCING, RPC_PRISM, BRAID],
+            systems: &[
+                VANILLA_SACK,
+                ACK_RESEQUENCING,
+                RPC_PRISM,
+                BRAID,
+                BRAID_RPC_PRISM,
+            ],
             points,
         };
         let m = fig.run(opts, "bandwidth disparity")?;

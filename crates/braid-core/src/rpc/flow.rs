@@ -11,7 +11,19 @@
 //!   (SACK kept), raised to the receiver's current cumulative ACK, so that an unmodified
 //!   SACK sender (RACK or three segments SACKed) retransmits at once. No duplicate ACK is
 //!   invented: the paper's sender is SACK-capable.
-//! - A held ACK that reaches `max_hold` goes out the same way (a bound the paper lacks).
+//! - A held ACK that reaches its bound goes out the same way (a bound the paper lacks):
+//!   twice the links' delay gap (the slowest link's hRTT less the fastest's), within
+//!   [`RpcConfig::min_hold`] and [`RpcConfig::max_hold`].
+//! - Whatever goes out in original form has its SACK blocks cut at the lowest segment
+//!   the meta-state knows to be still in flight (not reported, not lost): data above it
+//!   came in out of order, and a sender shown it SACKed would take the segment below for
+//!   lost (RACK, or three SACKed segments above it). Real losses are below that point, so
+//!   an unmodified sender still sees them. The paper does not say what the SACK option of
+//!   an ACK released in original form shows; this is the loss it means to report.
+//! - In NORMAL state released ACKs go out paced (Algorithm 2, line 6): the held ones
+//!   released together, and any behind them, spaced by the bytes each acknowledges at
+//!   [`RpcConfig::peak_rate_pct`] of the links' aggregate rate, so that the sender's reply
+//!   to a filled hole is not one burst. Entering LOSS sends what waits at once.
 //!
 //! Never does a released ACK acknowledge more than the receiver has. TSval is raised to
 //! the highest already released on the flow, since re-sequenced ACKs may carry older
@@ -23,7 +35,8 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::loss::{LossDetector, Lost};
-use super::meta::{Identified, MetaState};
+use super::meta::{Identified, MetaState, Record};
+use super::options::{SackBlock, MAX_SACK_BLOCKS};
 use super::resequence::{Held, Resequencer};
 use super::segment::{self, Rewrite, Segment};
 use super::seq;
@@ -54,6 +67,19 @@ pub struct RpcFlow {
     detect_losses: bool,
     /// The end of the highest segment any ACK reported.
     highest_reported: u64,
+    min_hold: Duration,
+    max_hold: Duration,
+    /// How long a duplicate ACK arriving now may be held.
+    hold_bound: Duration,
+    peak_rate: f64,
+    /// The pacer's rate, bits per second (`None`: no pacing).
+    pace_bps: Option<f64>,
+    /// Released ACKs waiting for the pacer, with the bytes each newly acknowledges.
+    paced: VecDeque<(Vec<u8>, u64)>,
+    /// When the pacer may send the next one.
+    pace_next: Instant,
+    /// Each link's hRTT when the last ACK was read, by link id.
+    srtts: Vec<Option<Duration>>,
 }
 
 /// Where an ACK's effects go.
@@ -81,7 +107,7 @@ impl RpcFlow {
             key,
             meta: MetaState::new(base, cfg.history),
             loss: LossDetector::new(cfg.loss_threshold, cfg.history),
-            reseq: Resequencer::new(cfg.max_hold, cfg.max_held),
+            reseq: Resequencer::new(cfg.max_held),
             state: RpcState::Normal,
             recovery_point: base,
             released_ack: base,
@@ -91,6 +117,14 @@ impl RpcFlow {
             lost: Vec::new(),
             detect_losses: cfg.detect_losses,
             highest_reported: base,
+            min_hold: cfg.min_hold,
+            max_hold: cfg.max_hold,
+            hold_bound: cfg.min_hold.min(cfg.max_hold),
+            peak_rate: f64::from(cfg.peak_rate_pct) / 100.0,
+            pace_bps: None,
+            paced: VecDeque::new(),
+            pace_next: now,
+            srtts: Vec::new(),
         }
     }
 
@@ -136,7 +170,18 @@ impl RpcFlow {
         self.meta.identify(ack, &sack, &mut self.ids);
         for d in &self.ids {
             sink.share.on_delivered(now, d.link, d.end - d.start);
+            if !d.retransmitted {
+                sink.share
+                    .on_rtt(d.link, now.saturating_duration_since(d.sent_at));
+            }
         }
+        sink.share.srtts(&mut self.srtts);
+        let gap = sink.share.delay_gap().unwrap_or(Duration::ZERO);
+        self.hold_bound = (gap * 2).max(self.min_hold).min(self.max_hold);
+        self.pace_bps = (self.peak_rate > 0.0)
+            .then(|| sink.share.aggregate_bps(now))
+            .flatten()
+            .map(|b| b * self.peak_rate);
         if self.detect_losses {
             self.loss.detect(&mut self.meta, &self.ids, &mut self.lost);
         }
@@ -183,7 +228,7 @@ impl RpcFlow {
             sink.stats.released_on_loss += held.len() as u64;
             note_hold(sink.stats, now, &held);
             for h in held {
-                self.release(h.packet, Form::Original, sink.release);
+                self.release(now, h.packet, Form::Original, sink.release, sink.stats);
             }
         }
         if ack < old_cum && seg.is_pure_ack() {
@@ -193,14 +238,20 @@ impl RpcFlow {
         if self.state != RpcState::Normal || before != RpcState::Normal {
             // LOSS, or leaving it on this ACK: pass it on.
             sink.stats.passed += 1;
-            self.release(packet, Form::Original, sink.release);
+            self.release(now, packet, Form::Original, sink.release, sink.stats);
             return;
         }
         let key = self.ids.iter().map(|d| d.end).max().unwrap_or(old_cum);
         if !advanced {
             if !seg.is_pure_ack() {
                 sink.stats.passed += 1;
-                self.release(packet, Form::Resequenced(self.meta.cum()), sink.release);
+                self.release(
+                    now,
+                    packet,
+                    Form::Resequenced(self.meta.cum()),
+                    sink.release,
+                    sink.stats,
+                );
                 return;
             }
             sink.stats.held += 1;
@@ -208,11 +259,12 @@ impl RpcFlow {
                 packet,
                 key,
                 held_at: now,
+                until: now + self.hold_bound,
             });
             if let Some(h) = pushed {
                 sink.stats.released_on_overflow += 1;
                 note_hold(sink.stats, now, std::slice::from_ref(&h));
-                self.release(h.packet, Form::Original, sink.release);
+                self.release(now, h.packet, Form::Original, sink.release, sink.stats);
             }
             return;
         }
@@ -226,37 +278,47 @@ impl RpcFlow {
             packet,
             key,
             held_at: now,
+            until: now,
         });
         batch.sort_by_key(|h| h.key);
         let n = batch.len();
         for (i, h) in batch.into_iter().enumerate() {
             let to = if i + 1 == n { ack } else { h.key.min(ack) };
-            self.release(h.packet, Form::Resequenced(to), sink.release);
+            self.release(
+                now,
+                h.packet,
+                Form::Resequenced(to),
+                sink.release,
+                sink.stats,
+            );
         }
     }
 
-    /// Releases the ACKs held for `max_hold` by `now`: how many, and the longest held.
+    /// Sends what the pacer holds that is due, then releases the ACKs whose bound is up.
     pub(super) fn on_timeout(
         &mut self,
         now: Instant,
         release: &mut VecDeque<Vec<u8>>,
-    ) -> (u64, Duration) {
+        stats: &mut RpcStats,
+    ) {
+        self.pace(now, release);
         let mut expired = Vec::new();
         self.reseq.take_expired(now, &mut expired);
-        let n = expired.len() as u64;
-        let longest = longest_hold(now, &expired);
+        stats.released_on_timeout += expired.len() as u64;
+        note_hold(stats, now, &expired);
         for h in expired {
-            self.release(h.packet, Form::Original, release);
+            self.release(now, h.packet, Form::Original, release, stats);
         }
-        (n, longest)
     }
 
-    /// Releases every held ACK (the flow is going away).
-    pub(super) fn drain(&mut self, release: &mut VecDeque<Vec<u8>>) {
+    /// Releases every held ACK (the flow is going away), the pacer's first.
+    pub(super) fn drain(&mut self, release: &mut VecDeque<Vec<u8>>, stats: &mut RpcStats) {
+        self.pace_bps = None;
+        release.extend(self.paced.drain(..).map(|(p, _)| p));
         let mut all = Vec::new();
         self.reseq.take_all(&mut all);
         for h in all {
-            self.release(h.packet, Form::Original, release);
+            self.release(h.held_at, h.packet, Form::Original, release, stats);
         }
     }
 
@@ -266,16 +328,64 @@ impl RpcFlow {
     }
 
     pub fn deadline(&self) -> Option<Instant> {
-        self.reseq.deadline()
+        let pacer = (!self.paced.is_empty()).then_some(self.pace_next);
+        match (self.reseq.deadline(), pacer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Queues a released packet that newly acknowledges `acked` bytes: in NORMAL state
+    /// through the pacer, else at once behind whatever the pacer held.
+    fn emit(
+        &mut self,
+        now: Instant,
+        packet: Vec<u8>,
+        acked: u64,
+        out: &mut VecDeque<Vec<u8>>,
+        stats: &mut RpcStats,
+    ) {
+        let Some(bps) = self.pace_bps.filter(|_| self.state == RpcState::Normal) else {
+            out.extend(self.paced.drain(..).map(|(p, _)| p));
+            out.push_back(packet);
+            return;
+        };
+        if self.paced.is_empty() && self.pace_next <= now {
+            self.pace_next = now + pace_gap(acked, bps);
+            out.push_back(packet);
+            return;
+        }
+        stats.paced += 1;
+        self.paced.push_back((packet, acked));
+    }
+
+    /// Sends the paced packets that are due by `now`.
+    fn pace(&mut self, now: Instant, out: &mut VecDeque<Vec<u8>>) {
+        let bps = self.pace_bps.unwrap_or(f64::INFINITY);
+        while self.pace_next <= now {
+            let Some((p, acked)) = self.paced.pop_front() else {
+                break;
+            };
+            out.push_back(p);
+            self.pace_next += pace_gap(acked, bps);
+        }
     }
 
     /// Rewrites `packet` to `form` (never past the receiver's cumulative ACK, never below
     /// what was released) with a TSval no older than one released, and queues it.
-    fn release(&mut self, mut packet: Vec<u8>, form: Form, out: &mut VecDeque<Vec<u8>>) {
+    fn release(
+        &mut self,
+        now: Instant,
+        mut packet: Vec<u8>,
+        form: Form,
+        out: &mut VecDeque<Vec<u8>>,
+        stats: &mut RpcStats,
+    ) {
         let Ok(seg) = segment::parse(&packet) else {
-            out.push_back(packet);
+            self.emit(now, packet, 0, out, stats);
             return;
         };
+        let before = self.released_ack;
         let mut rw = Rewrite::default();
         if let Some(wire_ack) = seg.ack {
             let own = seq::extend(wire_ack, self.meta.cum());
@@ -290,6 +400,9 @@ impl RpcFlow {
                 rw.ack = Some(seq::wire(to));
             }
             rw.strip_sack = matches!(form, Form::Resequenced(_)) && seg.options.sack_at.is_some();
+            if form == Form::Original && seg.options.sack_at.is_some() {
+                rw.sack_blocks = self.clip_sack(now, &seg, stats);
+            }
         }
         if let Some((tsval, _)) = seg.options.timestamps {
             match self.released_tsval {
@@ -298,8 +411,55 @@ impl RpcFlow {
             }
         }
         segment::rewrite(&mut packet, &seg, rw);
-        out.push_back(packet);
+        let acked = self.released_ack.saturating_sub(before);
+        self.emit(now, packet, acked, out, stats);
     }
+
+    /// `seg`'s SACK blocks cut at the lowest segment still in flight, if that changes
+    /// them (D-SACK blocks, below the cumulative ACK, stay).
+    fn clip_sack(
+        &self,
+        now: Instant,
+        seg: &Segment,
+        stats: &mut RpcStats,
+    ) -> Option<([SackBlock; MAX_SACK_BLOCKS], usize)> {
+        // Overdue: older than its link's hRTT and a quarter more (RACK's reordering
+        // window, RFC 8985 §6.2).
+        let on_time = |r: &Record| {
+            let srtt = self.srtts.get(usize::from(r.link)).copied().flatten();
+            srtt.is_none_or(|rtt| now.saturating_duration_since(r.sent_at) <= rtt * 5 / 4)
+        };
+        let clip = self.meta.first_in_flight(on_time)?;
+        let cum = self.meta.cum();
+        let mut blocks = [SackBlock::default(); MAX_SACK_BLOCKS];
+        let mut n = 0;
+        let mut changed = false;
+        for b in seg.options.sack() {
+            let (left, right) = (seq::extend(b.left, cum), seq::extend(b.right, cum));
+            if left >= clip {
+                changed = true;
+                continue;
+            }
+            if right > clip {
+                changed = true;
+            }
+            blocks[n] = SackBlock {
+                left: b.left,
+                right: seq::wire(right.min(clip)),
+            };
+            n += 1;
+        }
+        if !changed {
+            return None;
+        }
+        stats.sack_clipped += 1;
+        Some((blocks, n))
+    }
+}
+
+/// How long `bytes` take at `bps`.
+fn pace_gap(bytes: u64, bps: f64) -> Duration {
+    Duration::from_secs_f64((bytes as f64 * 8.0 / bps).clamp(0.0, 1.0))
 }
 
 fn longest_hold(now: Instant, held: &[Held]) -> Duration {

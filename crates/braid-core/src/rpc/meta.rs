@@ -164,6 +164,20 @@ impl MetaState {
         Some(*r)
     }
 
+    /// The start of the lowest segment sent once and not reported, nor declared lost: as
+    /// far as RPC knows, still on its way. Data above it that the receiver holds came in
+    /// out of order, and a SACK block reporting it would look like a loss to the sender.
+    /// Retransmissions do not count: the sender is repairing below them, and needs the
+    /// SACK blocks above them to find the other losses of its window.
+    /// `on_time` says whether a segment may still arrive; one overdue is likely lost,
+    /// and the SACK blocks above it are what tells the sender so.
+    pub fn first_in_flight(&self, on_time: impl Fn(&Record) -> bool) -> Option<u64> {
+        self.records
+            .iter()
+            .find(|(_, r)| r.state == SegmentState::Outstanding && !r.retransmitted && on_time(r))
+            .map(|(&s, _)| s)
+    }
+
     /// Segments declared lost and not yet reported.
     pub fn lost_count(&self) -> usize {
         self.records

@@ -17,7 +17,8 @@
 //! checksums kept correct), [`Rpc::poll_loss`], [`Rpc::poll_timeout`]. Every call takes
 //! `now`. Anything that is not a TCP segment RPC can read (IPv4 or IPv6, no fragments,
 //! well-formed options) passes through untouched. Every ACK is released within
-//! [`RpcConfig::max_hold`] if `handle_timeout` is called at `poll_timeout`.
+//! [`RpcConfig::max_hold`] if `handle_timeout` is called at `poll_timeout` (plus, with
+//! link bandwidths set, its wait in the pacer: its turn among ACKs released together).
 
 pub mod flow;
 pub mod loss;
@@ -46,9 +47,17 @@ use crate::PathId;
 /// RPC's bounds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RpcConfig {
-    /// The longest an ACK is held. Longer than the delay disparity it must hide (the
-    /// paper's links differ by up to 1 s of RTT in fig6a); to be tuned by prism-fig6a.
+    /// The longest an ACK is held, whatever the links' delay gap (the paper's buffer has
+    /// no bound; fig6a's links differ by up to 1 s of RTT, plus their queues).
     pub max_hold: Duration,
+    /// The shortest bound on holding an ACK: each is held up to twice the links' delay
+    /// gap (the slowest link's hRTT less the fastest's), at least this, at most
+    /// `max_hold`. 500 ms, prism-fig11's links (equal delays, queues apart).
+    pub min_hold: Duration,
+    /// Held ACKs released together go out paced at this percentage of the links'
+    /// aggregate rate (Algorithm 2, line 6: "with a peak rate"), each spaced by the bytes
+    /// it acknowledges; 0 releases them at once. Only when link bandwidths are set.
+    pub peak_rate_pct: u32,
     /// ACKs held per flow (the paper's 3 KB is 50 ACKs; braid's windows are larger).
     pub max_held: usize,
     /// Later segments on a link reported before an unreported one is lost (§5.2.3: one).
@@ -69,7 +78,9 @@ pub struct RpcConfig {
 impl Default for RpcConfig {
     fn default() -> Self {
         RpcConfig {
-            max_hold: Duration::from_millis(500),
+            max_hold: Duration::from_secs(4),
+            min_hold: Duration::from_millis(500),
+            peak_rate_pct: 125,
             max_held: 1024,
             loss_threshold: 1,
             history: 4096,
@@ -104,8 +115,12 @@ pub struct RpcStats {
     pub released_resequenced: u64,
     /// Held ACKs released on entering LOSS.
     pub released_on_loss: u64,
-    /// Held ACKs released at `max_hold`.
+    /// Held ACKs released at their bound.
     pub released_on_timeout: u64,
+    /// Released ACKs that waited for the pacer (Algorithm 2, line 6).
+    pub paced: u64,
+    /// Released ACKs whose SACK blocks were cut at data still in flight.
+    pub sack_clipped: u64,
     /// Held ACKs released because the flow's buffer was full or the flow went away.
     pub released_on_overflow: u64,
     /// ACKs released as they arrived.
@@ -219,9 +234,7 @@ impl Rpc {
     pub fn handle_timeout(&mut self, now: Instant) {
         for flow in self.flows.values_mut() {
             if flow.deadline().is_some_and(|d| d <= now) {
-                let (n, longest) = flow.on_timeout(now, &mut self.release);
-                self.stats.released_on_timeout += n;
-                self.stats.longest_hold = self.stats.longest_hold.max(longest);
+                flow.on_timeout(now, &mut self.release, &mut self.stats);
             }
         }
     }
@@ -264,7 +277,7 @@ impl Rpc {
     fn remove(&mut self, key: &FlowKey) {
         if let Some(mut flow) = self.flows.remove(key) {
             self.stats.released_on_overflow += flow.held() as u64;
-            flow.drain(&mut self.release);
+            flow.drain(&mut self.release, &mut self.stats);
         }
     }
 

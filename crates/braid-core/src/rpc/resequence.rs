@@ -2,13 +2,12 @@
 //! NORMAL state, each under the sequence number it identified, released in identified
 //! order once the cumulative ACK passes that number.
 //!
-//! Bounded in time and size, which the paper's buffer is not: an ACK is held at most
-//! `max_hold` (then released as the duplicate it is), and at most `capacity` are held
-//! (the oldest goes out first). Held ACKs are released at once, not paced at a peak rate
-//! as Algorithm 2's line 6 says; pacing is left to a later step.
+//! Bounded in time and size, which the paper's buffer is not: each ACK is held until its
+//! own deadline (set by the flow from the links' delay gap, see `flow`), and at most
+//! `capacity` are held (the oldest goes out first). Pacing the released ACKs at a peak
+//! rate (Algorithm 2, line 6) is the flow's.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use crate::time::Instant;
 
@@ -20,6 +19,8 @@ pub struct Held {
     /// cumulative ACK at arrival if it identified nothing.
     pub key: u64,
     pub held_at: Instant,
+    /// When it must be released at the latest.
+    pub until: Instant,
 }
 
 /// The re-sequencing buffer of one flow.
@@ -28,16 +29,14 @@ pub struct Resequencer {
     /// By (key, arrival number): identified order, ties in arrival order.
     held: BTreeMap<(u64, u64), Held>,
     arrivals: u64,
-    max_hold: Duration,
     capacity: usize,
 }
 
 impl Resequencer {
-    pub fn new(max_hold: Duration, capacity: usize) -> Self {
+    pub fn new(capacity: usize) -> Self {
         Resequencer {
             held: BTreeMap::new(),
             arrivals: 0,
-            max_hold,
             capacity: capacity.max(1),
         }
     }
@@ -82,12 +81,12 @@ impl Resequencer {
         out.extend(all.into_iter().map(|(_, h)| h));
     }
 
-    /// Takes, in arrival order, the ACKs held for `max_hold` or longer by `now`.
+    /// Takes, in arrival order, the ACKs whose deadline is `now` or earlier.
     pub fn take_expired(&mut self, now: Instant, out: &mut Vec<Held>) {
         let mut expired: Vec<(u64, u64)> = self
             .held
             .iter()
-            .filter(|(_, h)| h.held_at + self.max_hold <= now)
+            .filter(|(_, h)| h.until <= now)
             .map(|(&k, _)| k)
             .collect();
         expired.sort_by_key(|&(_, n)| n);
@@ -96,7 +95,7 @@ impl Resequencer {
 
     /// When the oldest held ACK must be released.
     pub fn deadline(&self) -> Option<Instant> {
-        self.held.values().map(|h| h.held_at + self.max_hold).min()
+        self.held.values().map(|h| h.until).min()
     }
 }
 
@@ -109,12 +108,13 @@ mod tests {
             packet: vec![key as u8],
             key,
             held_at: Instant::from_millis(ms),
+            until: Instant::from_millis(ms + 100),
         }
     }
 
     #[test]
     fn releases_in_identified_order_up_to_left() {
-        let mut r = Resequencer::new(Duration::from_millis(100), 10);
+        let mut r = Resequencer::new(10);
         r.hold(held(30, 0));
         r.hold(held(10, 1));
         r.hold(held(20, 2));
@@ -127,7 +127,7 @@ mod tests {
 
     #[test]
     fn bounds_time_and_size() {
-        let mut r = Resequencer::new(Duration::from_millis(100), 2);
+        let mut r = Resequencer::new(2);
         assert_eq!(r.hold(held(30, 0)), None);
         assert_eq!(r.hold(held(10, 5)), None);
         assert_eq!(r.hold(held(20, 9)).map(|h| h.key), Some(30));

@@ -4,7 +4,7 @@
 
 use thiserror::Error;
 
-use super::options::{self, OptionError, Options};
+use super::options::{self, OptionError, Options, SackBlock, MAX_SACK_BLOCKS};
 use crate::checksum;
 use crate::flow::parse::{self as flow_parse, FlowKey, PROTO_TCP};
 
@@ -128,6 +128,9 @@ pub struct Rewrite {
     pub ack: Option<u32>,
     /// Replace the SACK option by NOPs (same length, so nothing else moves).
     pub strip_sack: bool,
+    /// Replace the SACK option's blocks by these (at most as many as it had; the bytes
+    /// freed become NOPs). None left is [`Rewrite::strip_sack`].
+    pub sack_blocks: Option<([SackBlock; MAX_SACK_BLOCKS], usize)>,
     /// A new TSval.
     pub tsval: Option<u32>,
 }
@@ -149,6 +152,18 @@ pub fn rewrite(packet: &mut [u8], seg: &Segment, rw: Rewrite) {
     }
     if let (true, Some((at, len))) = (rw.strip_sack, seg.options.sack_at) {
         packet[seg.options_at + at..seg.options_at + at + len].fill(1);
+    } else if let (Some((blocks, n)), Some((at, len))) = (rw.sack_blocks, seg.options.sack_at) {
+        let opt = &mut packet[seg.options_at + at..seg.options_at + at + len];
+        let n = n.min((len - 2) / 8).min(MAX_SACK_BLOCKS);
+        opt.fill(1);
+        if n > 0 {
+            opt[0] = 5;
+            opt[1] = (2 + 8 * n) as u8;
+            for (i, b) in blocks[..n].iter().enumerate() {
+                opt[2 + 8 * i..6 + 8 * i].copy_from_slice(&b.left.to_be_bytes());
+                opt[6 + 8 * i..10 + 8 * i].copy_from_slice(&b.right.to_be_bytes());
+            }
+        }
     }
     if let (Some(tsval), Some(at)) = (rw.tsval, seg.options.timestamps_at) {
         let at = seg.options_at + at + 2;
@@ -224,10 +239,16 @@ mod tests {
     #[test]
     fn reads_and_rewrites_v4_and_v6_acks() {
         for v6 in [false, true] {
-            let sack = [SackBlock {
-                left: 3000,
-                right: 4000,
-            }];
+            let sack = [
+                SackBlock {
+                    left: 3000,
+                    right: 4000,
+                },
+                SackBlock {
+                    left: 5000,
+                    right: 6000,
+                },
+            ];
             let mut p = build(v6, 9, Some(1000), &encode(Some((500, 400)), &sack), 0);
             assert_eq!(tcp_sum(&p, if v6 { 40 } else { 20 }), 0xffff);
             let seg = parse(&p).unwrap();
@@ -235,10 +256,24 @@ mod tests {
             assert!(seg.is_pure_ack());
             assert_eq!(seg.options.sack(), &sack);
             assert_eq!(seg.options.timestamps, Some((500, 400)));
+            // Cutting the SACK option to its first block: NOPs fill the rest.
+            let mut cut = p.clone();
+            let mut blocks = [SackBlock::default(); MAX_SACK_BLOCKS];
+            blocks[0] = sack[0];
+            let rw = Rewrite {
+                sack_blocks: Some((blocks, 1)),
+                ..Rewrite::default()
+            };
+            rewrite(&mut cut, &seg, rw);
+            assert_eq!(tcp_sum(&cut, seg.tcp_at), 0xffff);
+            let after = parse(&cut).unwrap();
+            assert_eq!(after.options.sack(), &sack[..1]);
+            assert_eq!(after.options.timestamps, Some((500, 400)));
             let rw = Rewrite {
                 ack: Some(2000),
                 strip_sack: true,
                 tsval: Some(501),
+                sack_blocks: None,
             };
             rewrite(&mut p, &seg, rw);
             assert_eq!(tcp_sum(&p, seg.tcp_at), 0xffff, "checksum kept correct");

@@ -20,6 +20,9 @@ struct Link {
     /// Delivered bytes, decayed to `at`.
     delivered: f64,
     at: Instant,
+    /// Smoothed round trip of segments sent on the link, from send to the ACK reporting
+    /// them (PRISM's hRTT, Figure 5's NORMAL state).
+    srtt: Option<Duration>,
 }
 
 /// Per-link bandwidth for the loss information.
@@ -47,6 +50,52 @@ impl LinkShare {
         let l = self.link(link);
         l.delivered = decayed(l, now) + bytes as f64;
         l.at = now.max(l.at);
+    }
+
+    /// A round-trip sample of a segment first sent on `link` (RFC 6298's 1/8 gain).
+    pub fn on_rtt(&mut self, link: PathId, sample: Duration) {
+        let l = self.link(link);
+        l.srtt = Some(match l.srtt {
+            Some(s) => (s * 7 + sample) / 8,
+            None => sample,
+        });
+    }
+
+    /// Each link's smoothed round trip, by link id.
+    pub fn srtts(&self, out: &mut Vec<Option<Duration>>) {
+        out.clear();
+        out.extend(self.links.iter().map(|l| l.srtt));
+    }
+
+    /// How much longer the slowest link's round trip is than the fastest one's: how long
+    /// data sent together on both can arrive apart, so how long a duplicate ACK that
+    /// striping caused may wait for the hole below it to fill.
+    pub fn delay_gap(&self) -> Option<Duration> {
+        let rtts = self.links.iter().filter_map(|l| l.srtt);
+        let (lo, hi) = rtts.fold(
+            (None, None),
+            |(lo, hi): (Option<Duration>, Option<Duration>), r| {
+                (
+                    Some(lo.map_or(r, |l| l.min(r))),
+                    Some(hi.map_or(r, |h| h.max(r))),
+                )
+            },
+        );
+        Some(hi? - lo?)
+    }
+
+    /// The links' aggregate rate in bits per second, for pacing released ACKs: each
+    /// link's set bandwidth or, where delivery ran faster, its delivered rate. `None`
+    /// unless some bandwidth is set (the delivered rate alone starts from nothing).
+    pub fn aggregate_bps(&self, now: Instant) -> Option<f64> {
+        if !self.links.iter().any(|l| l.bandwidth.is_some()) {
+            return None;
+        }
+        let tau = DECAY.as_secs_f64();
+        let total = (self.links.iter())
+            .map(|l| l.bandwidth.unwrap_or(0.0).max(decayed(l, now) * 8.0 / tau))
+            .sum::<f64>();
+        (total > 0.0).then_some(total)
     }
 
     /// `link`'s share of all links' bandwidth in `[0, 1]`; with nothing known, an equal

@@ -119,7 +119,11 @@ fn released(rpc: &mut Rpc) -> Vec<(u32, usize, u32)> {
 #[test]
 fn figure4_through_the_driving_contract() {
     for v6 in [false, true] {
-        let mut rpc = Rpc::new(RpcConfig::default());
+        // Unpaced: every release shows at once (pacing has its own test).
+        let mut rpc = Rpc::new(RpcConfig {
+            peak_rate_pct: 0,
+            ..RpcConfig::default()
+        });
         rpc.set_link_bandwidth(1, Some(1.8e6));
         rpc.set_link_bandwidth(2, Some(0.6e6));
         let t = Instant::from_millis;
@@ -199,9 +203,72 @@ fn a_held_ack_goes_out_at_its_bound() {
     rpc.handle_timeout(Instant::from_millis(59));
     assert_eq!(rpc.poll_release(), None);
     rpc.handle_timeout(Instant::from_millis(60));
-    assert_eq!(released(&mut rpc), vec![(20, 1, 1)]);
+    // Segment 20 is still on its way as far as RPC knows (no round trip of link 1 seen
+    // yet): the SACK block above it would read as its loss, and is cut.
+    assert_eq!(released(&mut rpc), vec![(20, 0, 1)]);
     assert_eq!(rpc.poll_timeout(), None);
     assert_eq!(rpc.stats().released_on_timeout, 1);
+    assert_eq!(rpc.stats().sack_clipped, 1);
+}
+
+#[test]
+fn an_overdue_hole_keeps_the_sack_blocks_above_it() {
+    let mut rpc = Rpc::new(RpcConfig {
+        max_hold: Duration::from_millis(50),
+        ..RpcConfig::default()
+    });
+    let t = Instant::from_millis;
+    rpc.on_data(t(0), 1, &data(20));
+    rpc.on_data(t(0), 1, &data(21));
+    rpc.on_data(t(0), 2, &data(22));
+    rpc.on_data(t(0), 2, &data(23));
+    // Link 1's round trip is 100 ms.
+    rpc.on_ack(t(100), ack_packet(false, 21, &[], 1));
+    assert_eq!(released(&mut rpc), vec![(21, 0, 1)]);
+    // 22 came over link 2 ahead of 21: held. At its bound 21 is 151 ms old on a 100 ms
+    // link, so likely lost: the sender must see the block above it.
+    rpc.on_ack(t(101), ack_packet(false, 21, &[(22, 23)], 2));
+    assert_eq!(rpc.poll_release(), None);
+    rpc.handle_timeout(t(151));
+    assert_eq!(released(&mut rpc), vec![(21, 1, 2)]);
+    assert_eq!(rpc.stats().sack_clipped, 0);
+    // 24 (link 1) is on time when 25 (link 2) overtakes it: the blocks are cut at 24.
+    rpc.on_data(t(160), 1, &data(24));
+    rpc.on_data(t(160), 2, &data(25));
+    rpc.on_ack(t(170), ack_packet(false, 21, &[(25, 26), (22, 24)], 3));
+    rpc.handle_timeout(t(220));
+    assert_eq!(released(&mut rpc), vec![(21, 1, 3)]);
+    assert_eq!(rpc.stats().sack_clipped, 1);
+    assert!(rpc.poll_loss().is_none());
+}
+
+#[test]
+fn held_acks_released_together_are_paced() {
+    let mut rpc = Rpc::new(RpcConfig::default());
+    // 1.6 Mbit/s in all, paced at 125%: 2 Mbit/s, 4 ms per 1000 bytes acknowledged.
+    rpc.set_link_bandwidth(1, Some(0.8e6));
+    rpc.set_link_bandwidth(2, Some(0.8e6));
+    let t = Instant::from_millis;
+    for n in 20..25 {
+        rpc.on_data(t(0), if n == 20 { 1 } else { 2 }, &data(n));
+    }
+    for n in 21..25 {
+        rpc.on_ack(t(10), ack_packet(false, 20, &[(21, n + 1)], n));
+    }
+    assert_eq!(rpc.held(), 4);
+    // 20 arrives: five ACKs, one segment each; the first goes at once.
+    rpc.on_ack(t(20), ack_packet(false, 25, &[], 30));
+    assert_eq!(released(&mut rpc), vec![(21, 0, 30)]);
+    assert_eq!(rpc.poll_timeout(), Some(t(24)));
+    rpc.handle_timeout(t(27));
+    assert_eq!(released(&mut rpc), vec![(22, 0, 30)]);
+    rpc.handle_timeout(t(36));
+    assert_eq!(
+        released(&mut rpc),
+        vec![(23, 0, 30), (24, 0, 30), (25, 0, 30)]
+    );
+    assert_eq!(rpc.poll_timeout(), None);
+    assert_eq!(rpc.stats().paced, 4);
 }
 
 #[test]

@@ -481,8 +481,11 @@ impl Sender {
                     self.dupacks += 1;
                     delivered += 1;
                 }
+                // RFC 6582 §3.2 steps 3-5: a partial ACK in recovery retransmits the new
+                // head; a full ACK (one reaching `high_seq`) ends recovery and marks
+                // nothing, as Linux checks the exit before `tcp_newreno_mark_lost`.
                 let mark = match self.ca {
-                    CaState::Recovery => advanced,
+                    CaState::Recovery => advanced && ack < self.high_seq,
                     _ => self.dupacks >= DUP_THRESH,
                 };
                 u32::from(mark && self.board.mark_head_lost())

@@ -239,6 +239,30 @@ fn sack_repairs_several_losses_in_one_round_trip() {
 }
 
 #[test]
+fn newreno_repairs_one_hole_per_partial_ack_and_leaves_recovery_on_the_full_ack() {
+    // Without SACK (RFC 6582): 100 Mbit/s, RTT 60 ms; a bulk download of 400 segments
+    // loses four segments of one flight (40, 43, 46, 49). Three duplicate ACKs retransmit
+    // 40, and each partial ACK the next hole: four retransmissions, one recovery. The ACK
+    // that reaches the recovery point ends it and marks nothing lost: a sender that took
+    // the new head for lost there would retransmit it and start another recovery on
+    // every full ACK, cutting its window each time.
+    let segments = [40, 43, 46, 49];
+    let down = Pipe::new(30)
+        .rate(100.0, 1 << 20)
+        .drop_when(drop_segments(&segments, 1360));
+    let bulk = WorkloadConfig::Bulk(BulkConfig {
+        bytes: Some(400 * 1360),
+        sack: false,
+        ..BulkConfig::default()
+    });
+    let sim = run_mtu(&[bulk], 1400, 10, Pipe::new(30), down);
+    let sender = sim.report()[0].tcp.clone().unwrap().sender.unwrap();
+    println!("NewReno, 4 losses in one flight: {sender:?}");
+    assert_eq!(sender.retransmits, 4, "each loss retransmitted once");
+    assert_eq!((sender.fast_recoveries, sender.timeouts), (1, 0));
+}
+
+#[test]
 fn bulk_fills_a_drop_tail_pipe() {
     // As `bulk_recovers_from_drop_tail_losses`: 10 Mbit/s, RTT 60 ms, a drop-tail queue
     // of one bandwidth-delay product (75 kB). HyStart leaves slow start before the queue
