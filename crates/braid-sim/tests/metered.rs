@@ -127,6 +127,7 @@ fn the_server_budgets_downloads_from_the_gateways_hello() {
         metered_down_bytes(&own) as f64,
         metered_down_bytes(&free) as f64,
     );
+    eprintln!("metered path, download bytes: told {told}, own settings {own}, striped {striped}");
     assert!(
         told < 0.6 * striped,
         "told {told} B against {striped} B striped"
@@ -148,6 +149,10 @@ fn the_server_keeps_to_the_gateways_cap() {
     let server = r.server.as_ref().unwrap();
     let m = &server.metered[0];
     let used = m.sent_bytes + m.received_bytes;
+    eprintln!(
+        "server's count on the metered path {used} B of a 500000 B cap; striped {} B down",
+        metered_down_bytes(&free)
+    );
     assert!(
         used <= 500_000 + 3000,
         "the server's count {used} B over the 500 kB cap"

@@ -41,7 +41,7 @@ impl MeteringOpt {
     /// Reads an option value; a length that is not whole paths, an unknown utility or a
     /// number that is not finite and non-negative is an error.
     pub fn parse(v: &[u8]) -> Result<MeteringOpt> {
-        if v.len() < FIXED_LEN || (v.len() - FIXED_LEN) % METERED_PATH_LEN != 0 {
+        if v.len() < FIXED_LEN || !(v.len() - FIXED_LEN).is_multiple_of(METERED_PATH_LEN) {
             return Err(Error::Malformed("metering option length"));
         }
         let mut r = Reader::new(v);
@@ -71,7 +71,7 @@ impl MeteringOpt {
 
     /// The option's value length; at most 255 when `paths` holds at most
     /// [`MAX_METERED_PATHS`].
-    pub fn len(&self) -> usize {
+    pub fn value_len(&self) -> usize {
         FIXED_LEN + METERED_PATH_LEN * self.paths.len()
     }
 
@@ -80,7 +80,7 @@ impl MeteringOpt {
         if self.paths.len() > MAX_METERED_PATHS {
             return Err(Error::Malformed("metering option with too many paths"));
         }
-        let mut v = vec![0; self.len()];
+        let mut v = vec![0; self.value_len()];
         let mut w = Writer::new(&mut v);
         let (kind, weight, target) = match self.utility {
             UtilityOpt::Log { weight } => (0, weight, 0.0),
@@ -140,7 +140,7 @@ mod tests {
             ],
         };
         let v = m.to_bytes().unwrap();
-        assert_eq!(v.len(), m.len());
+        assert_eq!(v.len(), m.value_len());
         assert_eq!(MeteringOpt::parse(&v).unwrap(), m);
         assert!(MeteringOpt::parse(&v[..v.len() - 1]).is_err());
         let mut bad = v.clone();
