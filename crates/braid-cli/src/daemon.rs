@@ -187,6 +187,35 @@ fn duration(s: f64) -> String {
     }
 }
 
+/// A metered uplink's line under the table: this period against the cap, the projection,
+/// and the engine's budget for the interval.
+fn meter_line(name: &str, m: &braid_net::status::MeterStatus) -> String {
+    let cap = match (m.cap_bytes, m.period_end) {
+        (Some(c), Some(end)) => format!(
+            " of {} ({:.0}%) until {}, projected {}",
+            bytes(c),
+            m.period_bytes as f64 / c.max(1) as f64 * 100.0,
+            day(end),
+            m.projected_bytes.map_or("-".to_owned(), bytes)
+        ),
+        _ => " (no cap)".to_owned(),
+    };
+    format!(
+        "  metered {name}: {} this period{cap}; interval budget {} ({} sent), {}, throttled {}\n",
+        bytes(m.period_bytes),
+        bytes(m.budget_bytes),
+        bytes(m.interval_sent_bytes),
+        if m.held { "held" } else { "sending" },
+        duration(m.throttled_ms / 1e3)
+    )
+}
+
+/// A UNIX time's date, UTC (YYYY-MM-DD).
+fn day(unix_s: u64) -> String {
+    let (y, m, d) = braid_net::config::metering::civil_from_days((unix_s / 86_400) as i64);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
 /// The human view: one table of paths per session, then what was dropped.
 pub fn render(s: &Status) -> String {
     let mut o = format!(
@@ -264,6 +293,11 @@ pub fn render(s: &Status) -> String {
             o += line.join("  ").trim_end();
             o += "\n";
         }
+        for p in &ss.paths {
+            if let Some(m) = &p.meter {
+                o += &meter_line(&p.name, m);
+            }
+        }
         o += &format!(
             "  inner: sent {} ({} packets), delivered {} ({} packets), recovered {}, holes skipped {}, failover resent {}\n",
             bytes(ss.inner_tx_bytes),
@@ -325,6 +359,27 @@ mod tests {
             }],
             ..Status::default()
         }
+    }
+
+    #[test]
+    fn metered_uplinks_show_their_period_cap_and_budget() {
+        let mut s = status();
+        s.sessions[0].paths[0].meter = Some(braid_net::status::MeterStatus {
+            period_bytes: 2_500_000_000,
+            cap_bytes: Some(10_000_000_000),
+            period_start: Some(20_758 * 86_400),
+            period_end: Some(20_788 * 86_400),
+            projected_bytes: Some(9_000_000_000),
+            budget_bytes: 125_000,
+            interval_sent_bytes: 1_000,
+            held: true,
+            throttled_ms: 61_000.0,
+        });
+        let t = super::render(&s);
+        assert!(
+            t.contains("metered lte: 2.50 GB this period of 10.00 GB (25%) until 2026-12-01, projected 9.00 GB; interval budget 125 kB (1 kB sent), held, throttled 1m01s"),
+            "{t}"
+        );
     }
 
     #[test]

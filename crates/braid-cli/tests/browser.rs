@@ -229,6 +229,7 @@ web = "127.0.0.1:9580"
             r#"[interface]
 private_key_file = "{d}/gateway.key"
 routes = ["10.202.0.0/24"]
+meter_state = "{d}/gateway.meter.json"
 
 [server]
 endpoint = "{SERVER_ADDR}:51820"

@@ -128,6 +128,7 @@ fn gateway_config(d: &Path, name: &str, server_key: &str) -> PathBuf {
 private_key_file = "{d}/{name}.key"
 tun = "{tun}"
 routes = ["10.202.0.0/24"]
+meter_state = "{d}/{name}.meter.json"
 
 [server]
 endpoint = "{SERVER_ADDR}:51820"

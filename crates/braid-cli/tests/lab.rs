@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::Duration;
 
 #[test]
 fn braid_carries_a_download_over_every_emulated_path() {
@@ -40,4 +41,119 @@ fn braid_carries_a_download_over_every_emulated_path() {
         let bytes = p["down"]["link"]["bytes_delivered"].as_u64().unwrap();
         assert!(bytes > 500_000, "path {}: {bytes} bytes", p["name"]);
     }
+}
+
+/// The metered uplink's bytes this cap period survive a crash: a bulk upload counts bytes
+/// on the metered uplink, the gateway is killed with SIGKILL (nothing runs at exit) and
+/// started again, and its count resumes from the state file, within what one save
+/// interval can miss. Its cap, lowered to just above that count, then holds: a second
+/// upload crosses on the cheap uplink while the metered one carries only heartbeats.
+#[test]
+fn metered_counts_survive_a_crash_and_the_cap_holds() {
+    use braid_lab::apps::iperf;
+    use braid_lab::braid_daemon::{BraidSettings, BraidTunnel, GatewayKeys};
+    use braid_lab::topology::INTERNET;
+
+    if let Err(e) = braid_lab::support::check(&[braid_lab::support::Need::Iperf]) {
+        braid_testkit::skip(e);
+        return;
+    }
+    std::env::set_var("BRAID_BIN", env!("CARGO_BIN_EXE_braid"));
+    let path = |name: &str, mbps: f64| {
+        let l = braid_sim::link::LinkConfig {
+            rate_mbps: Some(mbps),
+            delay_ms: 10.0,
+            ..braid_sim::link::LinkConfig::default()
+        };
+        braid_lab::PathSpec {
+            name: name.into(),
+            up: l.clone(),
+            down: l,
+        }
+    };
+    let lab = braid_lab::Lab::build(&[path("cheap", 4.0), path("lte", 4.0)], 1).unwrap();
+    // The cap starts over tomorrow: a 50 GB cap paces the metered uplink at about
+    // 4.6 Mbit/s over the day left, so it carries what the cheap one cannot.
+    let out = Command::new("date")
+        .args(["-u", "-d", "tomorrow", "+%d"])
+        .output()
+        .unwrap();
+    let day: u8 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let metered = |cap_gb: f64| {
+        format!(
+            "metered = true\ncost_per_gb = 5\nmonthly_cap_gb = {cap_gb}\ncap_reset_day = {day}\n"
+        )
+    };
+    let keys = GatewayKeys {
+        interface: "meter_state = \"{dir}/meter.json\"\n".into(),
+        uplinks: vec![String::new(), metered(50.0)],
+    };
+    let mut tunnel = BraidTunnel::start_configured(&lab, &BraidSettings::default(), &keys).unwrap();
+    let state = tunnel.dir().join("meter.json");
+    let upload = |port: u16| {
+        let server = iperf::start_server(&lab.internet, port, false).unwrap();
+        let mut test = iperf::IperfTest::tcp(INTERNET, port, 4);
+        test.download = false;
+        let r = iperf::run(&lab.client, &test);
+        drop(server);
+        r.unwrap()
+    };
+    let lte = |t: &BraidTunnel| {
+        let s = t.status("gateway").unwrap();
+        let m = s["sessions"][0]["paths"][1]["meter"].clone();
+        assert!(m.is_object(), "{s}");
+        m
+    };
+    let r = upload(5201);
+    assert!(r.goodput_mbps > 1.0, "{r:?}");
+    // Every byte counted is saved within one save interval (and the status snapshot's).
+    std::thread::sleep(braid_net::meter_ledger::SAVE_EVERY + Duration::from_secs(2));
+    let before = lte(&tunnel)["period_bytes"].as_u64().unwrap();
+    assert!(
+        before > 500_000,
+        "the metered uplink carried {before} bytes"
+    );
+    tunnel.kill_gateway();
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    let saved = saved["uplinks"][0]["used_bytes"].as_u64().unwrap();
+    // Heartbeats alone between the last save and the kill: a few kB.
+    let slack = 64_000;
+    assert!(
+        saved + slack >= before && saved <= before,
+        "saved {saved}, counted {before}"
+    );
+
+    // The cap lowered to just above the count: the count resumes, and the cap holds.
+    let cfg = tunnel.dir().join("gateway.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let cap_gb = (before + 1_000_000) as f64 / 1e9;
+    std::fs::write(
+        &cfg,
+        text.replace("monthly_cap_gb = 50", &format!("monthly_cap_gb = {cap_gb}")),
+    )
+    .unwrap();
+    tunnel.restart_gateway(&lab).unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let resumed = lte(&tunnel);
+    let after_restart = resumed["period_bytes"].as_u64().unwrap();
+    assert!(
+        after_restart >= saved && after_restart < saved + slack,
+        "resumed at {after_restart}, saved {saved}"
+    );
+    assert_eq!(resumed["held"], true, "{resumed}");
+    let r = upload(5202);
+    assert!(r.goodput_mbps > 1.0, "{r:?}");
+    let end = lte(&tunnel)["period_bytes"].as_u64().unwrap();
+    assert!(
+        end < after_restart + slack,
+        "the held uplink carried {} bytes",
+        end - after_restart
+    );
+    let cap = (cap_gb * 1e9) as u64;
+    assert!(end <= cap, "{end} over the cap {cap}");
+    eprintln!(
+        "metered uplink: counted {before} B, saved {saved} B, resumed at {after_restart} B, \
+         {end} B after a second upload of {:.2} Mbit/s (cap {cap} B)",
+        r.goodput_mbps
+    );
 }

@@ -139,6 +139,10 @@ pub struct Session {
     rpc: Option<rpc_hook::RpcHook>,
     /// Metered paths' budgets (`session/metering.rs`); `None` without metering.
     metering: Option<metering::Metering>,
+    /// A server's metering taken from the gateway's Hello (whose later Hellos update it).
+    metering_from_peer: bool,
+    /// A gateway's caps changed since its last Hello: the next heartbeat is a Hello.
+    announce_due: bool,
 }
 
 impl Session {
@@ -204,25 +208,12 @@ impl Session {
             quiet_at: None,
             rpc: None,
             metering: None,
+            metering_from_peer: false,
+            announce_due: false,
         };
         session.rpc = rpc_hook::RpcHook::build(session.config.reordering);
-        if let Some(m) = &session.config.metering {
-            let max_datagram = (session.config.max_packet_size
-                + HEADER_LEN
-                + 4
-                + braid_wire::DATA_FIXED_LEN
-                + session.config.datagram_overhead) as u64;
-            // While a path is idle, each way a heartbeat and a path ack or report per
-            // heartbeat interval (cap-month measured about 1.2 kB/s each way at 100 ms).
-            let datagram = (HEADER_LEN + PATH_ENTRY_LEN + session.config.datagram_overhead) as f64;
-            let control = 4.0 * datagram / session.config.heartbeat_interval.as_secs_f64();
-            session.metering = Some(metering::Metering::new(
-                m,
-                &session.paths,
-                max_datagram,
-                control,
-                now,
-            )?);
+        if let Some(m) = session.config.metering.clone() {
+            session.start_metering(&m, now)?;
         }
         session.sync_queues_capped();
         Ok(session)
@@ -406,6 +397,9 @@ impl Session {
                         .capabilities
                         .is_some_and(|c| c & braid_wire::CAP_RESTORES_HEADERS != 0);
                     self.config_due = Some(path);
+                    if let Some(m) = h.metering {
+                        self.adopt_peer_metering(now, m);
+                    }
                     self.push_event(Event::PeerHello { paths: h.paths });
                 }
             }
@@ -775,14 +769,18 @@ impl Session {
             .paths
             .iter()
             .position(|p| first_tx(p) || self.heartbeat_due(p) <= now)?;
-        let msg = if self.configured {
-            Message::Heartbeat
-        } else {
+        let hello = !self.configured || self.announce_due;
+        self.announce_due = false;
+        let announcement = self.metering_announcement(now).filter(|_| hello);
+        let msg = if hello {
             Message::Hello(Hello {
                 paths: u8::try_from(self.paths.len()).ok(),
                 capabilities: Some(braid_wire::CAP_RESTORES_HEADERS),
                 name: None,
+                metering: announcement.as_deref(),
             })
+        } else {
+            Message::Heartbeat
         };
         self.emit(now, pi, msg, SentKind::Control, buf)
     }

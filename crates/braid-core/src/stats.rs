@@ -123,6 +123,8 @@ pub struct MeteredStats {
     pub intervals_used: u64,
     /// Time the path was held with its budget spent, ms.
     pub throttled_ms: f64,
+    /// Whether it is held now (budget or cap spent).
+    pub held: bool,
     /// What is left of its data cap, when it has one.
     pub cap_remaining_bytes: Option<u64>,
 }

@@ -125,6 +125,14 @@ impl BraidSettings {
     }
 }
 
+/// More keys for the gateway's config: lines added to `[interface]` (`{dir}` stands for
+/// the lab's folder) and to each `[[uplink]]` by position.
+#[derive(Clone, Debug, Default)]
+pub struct GatewayKeys {
+    pub interface: String,
+    pub uplinks: Vec<String>,
+}
+
 /// braid's two daemons running over the lab's paths; stopped on drop.
 #[derive(Debug)]
 pub struct BraidTunnel {
@@ -152,6 +160,15 @@ impl BraidTunnel {
 
     /// Starts the daemons with `settings` and waits until the tunnel carries traffic.
     pub fn start_with(lab: &Lab, settings: &BraidSettings) -> Result<BraidTunnel, LabError> {
+        Self::start_configured(lab, settings, &GatewayKeys::default())
+    }
+
+    /// As [`Self::start_with`], with more keys in the gateway's config.
+    pub fn start_configured(
+        lab: &Lab,
+        settings: &BraidSettings,
+        keys: &GatewayKeys,
+    ) -> Result<BraidTunnel, LabError> {
         if let Some(why) = unavailable() {
             return Err(LabError::BraidUnavailable(why));
         }
@@ -171,18 +188,21 @@ impl BraidTunnel {
             server_key.display()
         );
         let mut gateway_cfg = format!(
-            "[interface]\nprivate_key_file = \"{}\"\ntun = \"{TUN}\"\nroutes = [\"{}/24\"]\n\n\
+            "[interface]\nprivate_key_file = \"{}\"\ntun = \"{TUN}\"\nroutes = [\"{}/24\"]\n{}\n\
              [server]\nendpoint = \"{SERVER_ENDPOINT}:{PORT}\"\npublic_key = \"{server_pub}\"\n\n",
             gateway_key.display(),
             Ipv4Addr::from(u32::from(INTERNET) & 0xffff_ff00),
+            keys.interface
+                .replace("{dir}", &dir.0.display().to_string()),
         );
         // No capacity hints: the daemons learn them, as a user's do.
         for (k, p) in lab.paths().iter().enumerate() {
             let _ = write!(
                 gateway_cfg,
-                "[[uplink]]\nname = \"{}\"\nsource = \"{}\"\n\n",
+                "[[uplink]]\nname = \"{}\"\nsource = \"{}\"\n{}\n",
                 p.name,
-                gateway_path_addr(k)
+                gateway_path_addr(k),
+                keys.uplinks.get(k).map_or("", String::as_str)
             );
         }
         gateway_cfg += &engine;
@@ -285,6 +305,21 @@ impl BraidTunnel {
             command: what,
             detail: format!("no JSON status ({e})"),
         })
+    }
+
+    /// Kills the gateway with SIGKILL (a crash: nothing runs at exit).
+    pub fn kill_gateway(&mut self) {
+        self.gateway.kill();
+    }
+
+    /// Starts the gateway again from its config (`gateway.toml` in [`Self::dir`], which
+    /// may have been rewritten) and waits until the tunnel carries traffic.
+    pub fn restart_gateway(&mut self, lab: &Lab) -> Result<(), LabError> {
+        let exe = executable().ok_or_else(|| LabError::BraidUnavailable("no executable".into()))?;
+        self.gateway.kill();
+        let config = self.dir.0.join("gateway.toml");
+        self.gateway = spawn(&lab.gateway, &exe, "gateway", &config, &self.dir.0)?;
+        self.wait_ready(lab)
     }
 
     /// The daemons' process ids (gateway, server).

@@ -406,6 +406,18 @@ impl LabProcess {
             .map_err(|e| LabError::io(format!("collecting `{}`", self.command), e))
     }
 
+    /// Kills the process with SIGKILL, as a crash would end it, and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let pid = child.id();
+            if let Ok(raw) = i32::try_from(pid) {
+                let _ = kill(Pid::from_raw(raw), Signal::SIGKILL);
+            }
+            let _ = child.wait();
+            live().pids.retain(|&p| p != pid);
+        }
+    }
+
     /// The process id.
     pub fn id(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)

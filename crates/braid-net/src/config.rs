@@ -159,6 +159,9 @@ pub struct GatewayConfig {
     pub control: ControlSection,
     /// Send without encryption (benchmarks of the plain data path only).
     pub plaintext: bool,
+    /// Where the metered uplinks' bytes this cap period are kept across restarts
+    /// (`crate::meter_ledger`); used only with a metered uplink.
+    pub meter_state: PathBuf,
 }
 
 /// One `[[gateway]]` a server admits.
@@ -216,6 +219,7 @@ struct GatewayInterface {
     routes: Vec<String>,
     #[serde(default)]
     plaintext: bool,
+    meter_state: Option<PathBuf>,
 }
 
 fn default_tun() -> String {
@@ -451,6 +455,9 @@ impl GatewayConfig {
         }
         check_engine(&raw.engine).map_err(&err)?;
         check_control(&raw.control).map_err(&err)?;
+        let meter_state = (raw.interface.meter_state).unwrap_or_else(|| {
+            PathBuf::from(format!("/var/lib/braid/{}.meter.json", raw.interface.tun))
+        });
         Ok(GatewayConfig {
             private_key_file: raw.interface.private_key_file,
             tun: raw.interface.tun,
@@ -462,6 +469,7 @@ impl GatewayConfig {
             engine: raw.engine,
             control: raw.control,
             plaintext: raw.interface.plaintext,
+            meter_state,
             file,
         })
     }

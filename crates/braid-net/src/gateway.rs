@@ -27,6 +27,8 @@ use crate::tun::Tun;
 use crate::udp::{RxBatch, UdpPath};
 use crate::{mss, DaemonError, Shutdown};
 
+mod meter;
+
 const TUN: Token = Token(0);
 const SIGNALS: Token = Token(1);
 const NETLINK: Token = Token(2);
@@ -87,6 +89,9 @@ pub struct Gateway {
     udp_rx_datagrams: u64,
     shared: Shared,
     mss: u16,
+    /// The metered uplinks' bytes this cap period (`gateway/meter.rs`).
+    meter: crate::meter_ledger::Ledger,
+    meter_saved: Instant,
 }
 
 impl Gateway {
@@ -126,6 +131,8 @@ impl Gateway {
             NETLINK,
             Interest::READABLE,
         )?;
+        let meter = crate::meter_ledger::Ledger::open(&cfg, Clock::unix_time().as_secs())
+            .map_err(|e| DaemonError::Setup(format!("{}: {e}", cfg.file)))?;
         let session = match sec {
             GatewaySecurity::Plaintext => {
                 Some(new_session(&cfg, mtu, 0, crate::system::random_u32(), now)?)
@@ -167,8 +174,11 @@ impl Gateway {
             udp_recvs: 0,
             udp_rx_datagrams: 0,
             shared,
+            meter,
+            meter_saved: now,
             cfg,
         };
+        g.give_caps(now, None);
         g.rescan_links();
         tracing::info!(
             tun = %g.cfg.tun,
@@ -214,6 +224,7 @@ impl Gateway {
                 match ev.token() {
                     SIGNALS if shutdown.requested() => {
                         tracing::info!("shutting down");
+                        self.save_meter();
                         return Ok(());
                     }
                     NETLINK if self.links.drain() => self.rescan_links(),
@@ -415,10 +426,13 @@ impl Gateway {
 
     /// Sessions established and closed by the security layer: the engine follows.
     fn security_events(&mut self, now: Instant) {
-        let GatewaySecurity::Noise(g) = &mut self.sec else {
-            return;
-        };
-        while let Some(e) = g.poll_event() {
+        loop {
+            let GatewaySecurity::Noise(g) = &mut self.sec else {
+                return;
+            };
+            let Some(e) = g.poll_event() else {
+                return;
+            };
             match e {
                 braid_secure::Event::Established { session, .. } => {
                     let id = session.get();
@@ -434,7 +448,7 @@ impl Gateway {
                         now,
                     ) {
                         Ok(s) => {
-                            self.session = Some(s);
+                            self.replace_session(Some(s), now);
                             self.session_started = now;
                             self.last_rx = now;
                         }
@@ -445,7 +459,7 @@ impl Gateway {
                     tracing::warn!(session = %session, ?reason, "session closed");
                     if self.session.as_ref().map(|s| s.config().session_id) == Some(session.get()) {
                         // The TUN device keeps its address: a new session gets the same.
-                        self.session = None;
+                        self.replace_session(None, now);
                     }
                 }
                 braid_secure::Event::Rekeyed { session, epoch } => {
@@ -626,13 +640,14 @@ impl Gateway {
             silent_s = SILENCE_RESTART.as_secs(),
             "nothing heard from the server; starting a new session"
         );
-        self.session = Some(new_session(
+        let s = new_session(
             &self.cfg,
             self.tun.mtu(),
             0,
             crate::system::random_u32(),
             now,
-        )?);
+        )?;
+        self.replace_session(Some(s), now);
         self.session_started = now;
         self.last_rx = now;
         Ok(())
@@ -645,6 +660,10 @@ impl Gateway {
             .map(Session::stats)
             .unwrap_or_default();
         let us = now.as_micros();
+        self.meter_tick(now, &st.metered);
+        let meters: Vec<_> = (0..self.uplinks.len())
+            .map(|i| self.meter_status(i, &st.metered))
+            .collect();
         let paths = st
             .paths
             .iter()
@@ -680,6 +699,7 @@ impl Gateway {
                     },
                     tx_stalls: p.tx_stalls,
                     tx_revivals: p.tx_revivals,
+                    meter: meters.get(usize::from(p.id)).cloned().flatten(),
                 }
             })
             .collect();
@@ -775,8 +795,8 @@ fn new_session(
     Ok(Session::new(c, Role::Gateway, &paths, now)?)
 }
 
-/// The engine's metering of the gateway's uplinks at `unix_s`. A cap starts the session
-/// whole: the daemon keeps no count of a period's bytes across restarts yet.
+/// The engine's metering of the gateway's uplinks at `unix_s`, each cap whole: the
+/// gateway then gives the session what the period left of it (`gateway/meter.rs`).
 fn metered_uplinks(
     cfg: &GatewayConfig,
     unix_s: u64,
@@ -787,11 +807,14 @@ fn metered_uplinks(
             Some(m.settings(i as PathId, unix_s, 0))
         })
         .collect();
-    braid_core::metered::MeteringSection::config(
+    let mut c = braid_core::metered::MeteringSection::config(
         cfg.engine.metering.as_ref(),
         &cfg.engine.classes,
         &metered,
-    )
+    )?;
+    // The server budgets downloads on the metered uplinks from the Hello's metering.
+    c.announce = !metered.is_empty();
+    Some(c)
 }
 
 /// IP and UDP header bytes for datagrams to `to`.

@@ -24,6 +24,7 @@ pub mod control;
 pub mod crypto;
 pub mod gateway;
 pub mod links;
+pub mod meter_ledger;
 pub mod metrics;
 pub mod mss;
 pub mod secure;

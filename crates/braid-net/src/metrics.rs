@@ -93,6 +93,49 @@ pub fn render(s: &Status) -> String {
         "Bytes sent and received on a metered path.",
         &path_rows(&|p| p.metered_bytes as f64),
     );
+    // Metered uplinks only (a gateway's): this cap period, the cap, the interval's budget.
+    let meter_rows = |f: &dyn Fn(&crate::status::MeterStatus) -> Option<f64>| {
+        let all = path_rows(&|p| p.meter.as_ref().and_then(f).unwrap_or(f64::NAN));
+        all.into_iter()
+            .filter(|(_, v)| !v.is_nan())
+            .collect::<Vec<_>>()
+    };
+    family(
+        "braid_path_metered_period_bytes",
+        "gauge",
+        "Bytes sent and received on a metered uplink this cap period, kept across restarts.",
+        &meter_rows(&|m| Some(m.period_bytes as f64)),
+    );
+    family(
+        "braid_path_metered_cap_bytes",
+        "gauge",
+        "A metered uplink's data cap.",
+        &meter_rows(&|m| m.cap_bytes.map(|c| c as f64)),
+    );
+    family(
+        "braid_path_metered_projected_bytes",
+        "gauge",
+        "This cap period's bytes at the rate so far, carried to the period's end.",
+        &meter_rows(&|m| m.projected_bytes.map(|c| c as f64)),
+    );
+    family(
+        "braid_path_metered_budget_bytes",
+        "gauge",
+        "A metered uplink's budget for the current scheduling interval.",
+        &meter_rows(&|m| Some(m.budget_bytes as f64)),
+    );
+    family(
+        "braid_path_metered_held",
+        "gauge",
+        "1 while the engine holds a metered uplink (its budget or cap spent).",
+        &meter_rows(&|m| Some(f64::from(u8::from(m.held)))),
+    );
+    family(
+        "braid_path_metered_throttled_seconds_total",
+        "counter",
+        "Time a metered uplink was held in this session.",
+        &meter_rows(&|m| Some(m.throttled_ms / 1e3)),
+    );
     family(
         "braid_path_rtt_seconds",
         "gauge",

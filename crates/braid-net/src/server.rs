@@ -651,6 +651,7 @@ impl Server {
                             metered_bytes: 0,
                             tx_stalls: ps.tx_stalls,
                             tx_revivals: ps.tx_revivals,
+                            meter: None,
                         }
                     })
                     .collect();

@@ -40,6 +40,33 @@ pub struct PathStatus {
     pub tx_stalls: u64,
     #[serde(default)]
     pub tx_revivals: u64,
+    /// A gateway's metered uplink: this cap period's bytes, the cap, and the engine's
+    /// budget (none for a cheap uplink, and at a server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meter: Option<MeterStatus>,
+}
+
+/// A metered uplink's use of its cap and its budget for the current scheduling interval
+/// (oSCTP §IV-F; docs/daemon.md).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct MeterStatus {
+    /// Bytes sent and received this cap period, over every session and restart
+    /// (`crate::meter_ledger`).
+    pub period_bytes: u64,
+    /// The cap, bytes, when one is set.
+    pub cap_bytes: Option<u64>,
+    /// The cap period's start and end, UNIX seconds (with a cap).
+    pub period_start: Option<u64>,
+    pub period_end: Option<u64>,
+    /// `period_bytes` at the rate of the period so far, carried to its end.
+    pub projected_bytes: Option<u64>,
+    /// This interval's budget and what was sent of it.
+    pub budget_bytes: u64,
+    pub interval_sent_bytes: u64,
+    /// Whether the engine holds the uplink now (its budget or cap spent), and for how long
+    /// in all this session, ms.
+    pub held: bool,
+    pub throttled_ms: f64,
 }
 
 /// One session: a gateway's tunnel (at the server, one per gateway).

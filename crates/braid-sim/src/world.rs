@@ -281,6 +281,12 @@ impl World {
                 );
                 let gateway =
                     Session::new(config.clone(), Role::Gateway, &gw_paths, Instant::ZERO)?;
+                let mut config = config;
+                // A server told the metered paths by the gateway's Hello has none of its
+                // own (it keeps the interval, predictor and logging).
+                if let Some(m) = config.metering.as_mut().filter(|m| m.announce) {
+                    m.paths.clear();
+                }
                 let server = Session::new(config, Role::Server, &srv_paths, Instant::ZERO)?;
                 let tx_buf = vec![
                     0;

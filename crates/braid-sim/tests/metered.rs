@@ -97,3 +97,70 @@ fn a_negative_cost_is_refused_naming_the_key() {
     let e = run(&s).unwrap_err().to_string();
     assert!(e.contains("per_byte"), "{e}");
 }
+
+/// The server learns the metering from the gateway's Hello (`announce`, as the daemons
+/// run): with no settings of its own it budgets the download on the metered path as
+/// closely as when it is given them, and far below striping.
+#[test]
+fn the_server_budgets_downloads_from_the_gateways_hello() {
+    let keys = "metered = true\ncost_per_gb = 10\n";
+    let told = "[engine.metering]\ntarget_mbps = 1.5\nrecord_intervals = true\nannounce = true\n";
+    let given = "[engine.metering]\ntarget_mbps = 1.5\nrecord_intervals = true\n";
+    let r = run(&scenario(told, keys)).unwrap();
+    let own = run(&scenario(given, keys)).unwrap();
+    let free = run(&scenario("", "")).unwrap();
+    let log: Vec<_> = r.server_intervals.iter().filter(|i| i.metered).collect();
+    assert!(log.len() >= 18, "{} intervals", log.len());
+    for i in &log {
+        assert!(
+            i.sent_bytes <= i.budget_bytes + 1600,
+            "interval at {} s: sent {} of {}",
+            i.start_s,
+            i.sent_bytes,
+            i.budget_bytes
+        );
+    }
+    let stats = &r.server.as_ref().unwrap().metered;
+    assert_eq!(stats.len(), 1, "{stats:?}");
+    let (told, own, striped) = (
+        metered_down_bytes(&r) as f64,
+        metered_down_bytes(&own) as f64,
+        metered_down_bytes(&free) as f64,
+    );
+    eprintln!("metered path, download bytes: told {told}, own settings {own}, striped {striped}");
+    assert!(
+        told < 0.6 * striped,
+        "told {told} B against {striped} B striped"
+    );
+    assert!(
+        (told - own).abs() < 0.1 * own,
+        "told {told} B against {own} B with the server's own settings"
+    );
+}
+
+/// A cap the gateway announces holds at the server: the download on the metered path,
+/// counted both ways, stops within a datagram or two of it.
+#[test]
+fn the_server_keeps_to_the_gateways_cap() {
+    let keys = "metered = true\ncost_per_gb = 10\ncap_gb = 0.0005\ncap_period_s = 20\n";
+    let told = "[engine.metering]\nannounce = true\n";
+    let r = run(&scenario(told, keys)).unwrap();
+    let free = run(&scenario("", "")).unwrap();
+    let server = r.server.as_ref().unwrap();
+    let m = &server.metered[0];
+    let used = m.sent_bytes + m.received_bytes;
+    eprintln!(
+        "server's count on the metered path {used} B of a 500000 B cap; striped {} B down",
+        metered_down_bytes(&free)
+    );
+    assert!(
+        used <= 500_000 + 3000,
+        "the server's count {used} B over the 500 kB cap"
+    );
+    assert!(
+        metered_down_bytes(&free) > 4 * 500_000,
+        "striped {} B",
+        metered_down_bytes(&free)
+    );
+    assert!(m.cap_remaining_bytes.is_some(), "{m:?}");
+}

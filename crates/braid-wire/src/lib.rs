@@ -9,10 +9,12 @@
 //! - [`header`]: the 16-byte common header every message starts with.
 //! - [`message`]: the message bodies (data, coded, report, heartbeat, hello, config,
 //!   address change, Reed-Solomon parity, nack).
+//! - [`metering`]: the Hello's metering option (a gateway's metered paths).
 
 mod cursor;
 pub mod header;
 pub mod message;
+pub mod metering;
 
 pub use header::{
     Header, MessageType, PathAck, FLAG_ACK, FLAG_PATH_ACK, FLAG_UNORDERED, HEADER_LEN, VERSION,
@@ -22,6 +24,7 @@ pub use message::{
     CAP_RESTORES_HEADERS, CODED_FIXED_LEN, DATA_FIXED_LEN, MAX_BITMAP_LEN, NACK_FIXED_LEN,
     PARITY_FIXED_LEN, PATH_ENTRY_LEN,
 };
+pub use metering::{MeteredPathOpt, MeteringOpt, UtilityOpt, MAX_METERED_PATHS};
 
 /// Why a datagram could not be parsed or emitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -291,6 +291,7 @@ mod hello_opt {
     pub const PATHS: u8 = 1;
     pub const CAPABILITIES: u8 = 2;
     pub const NAME: u8 = 3;
+    pub const METERING: u8 = 4;
 }
 
 /// Option numbers of [`ConfigMsg`].
@@ -315,6 +316,9 @@ pub struct Hello<'a> {
     pub capabilities: Option<u32>,
     /// At most 255 bytes of UTF-8.
     pub name: Option<&'a str>,
+    /// The gateway's metered paths, for the server to budget its sends on them: the
+    /// option's value, read with [`crate::MeteringOpt::parse`].
+    pub metering: Option<&'a [u8]>,
 }
 
 /// Server's configuration for a gateway (docs/wire.md, "Config").
@@ -366,6 +370,7 @@ impl<'a> Hello<'a> {
                     h.name =
                         Some(std::str::from_utf8(v).map_err(|_| Error::Malformed("hello name"))?)
                 }
+                hello_opt::METERING => h.metering = Some(v),
                 _ => {}
             }
         }
@@ -376,6 +381,7 @@ impl<'a> Hello<'a> {
         self.paths.map_or(0, |_| 3)
             + self.capabilities.map_or(0, |_| 6)
             + self.name.map_or(0, |n| 2 + n.len())
+            + self.metering.map_or(0, |m| 2 + m.len())
     }
 
     fn emit(&self, w: &mut Writer<'_>) -> Result<()> {
@@ -391,6 +397,12 @@ impl<'a> Hello<'a> {
                 .map_err(|_| Error::Malformed("hello name longer than 255 bytes"))?;
             w.put(&[hello_opt::NAME, len])?;
             w.put(n.as_bytes())?;
+        }
+        if let Some(m) = self.metering {
+            let len = u8::try_from(m.len())
+                .map_err(|_| Error::Malformed("hello metering longer than 255 bytes"))?;
+            w.put(&[hello_opt::METERING, len])?;
+            w.put(m)?;
         }
         Ok(())
     }

@@ -90,6 +90,7 @@ fn every_message_round_trips() {
             paths: Some(3),
             capabilities: Some(0),
             name: Some("bus-17"),
+            metering: Some(&[2, 1, 2, 3]),
         }),
         Message::Hello(Hello::default()),
         Message::Config(ConfigMsg {
@@ -271,6 +272,7 @@ fn unknown_options_and_flags_are_ignored() {
             paths: Some(4),
             capabilities: None,
             name: Some("ok"),
+            metering: None,
         })
     );
     // A truncated option is an error.

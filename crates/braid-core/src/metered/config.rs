@@ -25,6 +25,9 @@ pub struct MeteringConfig {
     /// Keep a bounded log of each interval's budgets ([`IntervalRecord`]), for
     /// `osctp-fig16` and `osctp-table1`.
     pub record_intervals: bool,
+    /// A gateway tells the server its metered paths (the Hello's metering option), and a
+    /// server without metering of its own budgets its sends on them with the same model.
+    pub announce: bool,
 }
 
 impl Default for MeteringConfig {
@@ -35,6 +38,7 @@ impl Default for MeteringConfig {
             predictor: PredictorKind::BRAID,
             paths: Vec::new(),
             record_intervals: false,
+            announce: false,
         }
     }
 }
@@ -138,6 +142,11 @@ pub struct MeteringSection {
     /// Log every interval's budgets and bytes per path (for the osctp benchmarks).
     #[serde(default)]
     pub record_intervals: bool,
+    /// The gateway tells the server its metered paths and the server budgets downloads on
+    /// them from that ([`MeteringConfig::announce`]); a gateway daemon always does. In a
+    /// scenario, the server then takes no metering settings of its own.
+    #[serde(default)]
+    pub announce: bool,
 }
 
 impl MeteringSection {
@@ -174,6 +183,7 @@ impl MeteringSection {
                 Duration::from_secs_f64(if v.is_finite() { v.max(0.0) } else { 0.0 } / 1e3);
         }
         c.record_intervals = s.record_intervals;
+        c.announce = s.announce;
         Some(c)
     }
 }

@@ -44,6 +44,15 @@ impl Cost {
     /// Nothing to pay.
     pub const FREE: Cost = Cost::PerByte { per_byte: 0.0 };
 
+    /// The price per byte of the path's first bytes: what a peer is told of it (a
+    /// tiered plan's first band).
+    pub fn base_per_byte(&self) -> f64 {
+        match self {
+            Cost::PerByte { per_byte } | Cost::FixedPlusPerByte { per_byte, .. } => *per_byte,
+            Cost::Tiered { tiers } => tiers.first().map_or(0.0, |t| t.per_byte),
+        }
+    }
+
     /// Checks that prices are finite and not negative and that tiers rise in both rate and
     /// price (a tiered plan that gets cheaper with volume is not convex).
     pub fn validate(&self) -> Result<(), ModelError> {

@@ -13,7 +13,11 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::Session;
-use crate::metered::{Cost, IntervalRecord, MeteringConfig, PathModel, Planner};
+use braid_wire::{MeteredPathOpt, MeteringOpt, UtilityOpt};
+
+use crate::metered::{
+    CapPace, Cost, IntervalRecord, MeteredPath, MeteringConfig, PathModel, Planner, Utility,
+};
 use crate::path::Path;
 use crate::{ConfigError, Instant, MeteredStats};
 
@@ -178,6 +182,8 @@ impl Metering {
             }
             if hold {
                 m.held_since.get_or_insert(now);
+            } else if let Some(since) = m.held_since.take() {
+                m.stats.throttled_ms += now.saturating_duration_since(since).as_secs_f64() * 1e3;
             }
         }
         changed
@@ -234,6 +240,21 @@ impl Metering {
         }
     }
 
+    /// Starts metered path `id`'s cap afresh (a new period, or the cap changed): `None`
+    /// lifts it. False when `id` is not metered.
+    fn set_cap(&mut self, id: crate::PathId, cap: Option<CapPace>, now: Instant) -> bool {
+        let Some(m) = self
+            .meters
+            .iter_mut()
+            .find(|m| m.metered && m.stats.id == id)
+        else {
+            return false;
+        };
+        m.cap = cap.map(|c| (c.remaining_bytes, now + c.period_left));
+        m.stats.cap_remaining_bytes = cap.map(|c| c.remaining_bytes);
+        true
+    }
+
     /// Each metered path's stats.
     pub(super) fn stats(&self, now: Instant) -> Vec<MeteredStats> {
         (self.meters.iter().enumerate())
@@ -248,6 +269,7 @@ impl Metering {
                     interval_sent_bytes: budget.spent(),
                     planned_bps: self.planner.planned_bps(i).unwrap_or(0.0),
                     throttled_ms: m.stats.throttled_ms + held,
+                    held: m.held_since.is_some(),
                     ..m.stats.clone()
                 }
             })
@@ -256,6 +278,124 @@ impl Metering {
 }
 
 impl Session {
+    /// Starts metering the paths `config` names.
+    pub(super) fn start_metering(
+        &mut self,
+        config: &MeteringConfig,
+        now: Instant,
+    ) -> Result<(), ConfigError> {
+        let max_datagram = (self.config.max_packet_size
+            + braid_wire::HEADER_LEN
+            + 4
+            + braid_wire::DATA_FIXED_LEN
+            + self.config.datagram_overhead) as u64;
+        // While a path is idle, each way a heartbeat and a path ack or report per
+        // heartbeat interval (cap-month measured about 1.2 kB/s each way at 100 ms).
+        let datagram = (braid_wire::HEADER_LEN
+            + braid_wire::PATH_ENTRY_LEN
+            + self.config.datagram_overhead) as f64;
+        let control = 4.0 * datagram / self.config.heartbeat_interval.as_secs_f64();
+        self.metering = Some(Metering::new(
+            config,
+            &self.paths,
+            max_datagram,
+            control,
+            now,
+        )?);
+        Ok(())
+    }
+
+    /// What a gateway that announces its metering ([`MeteringConfig::announce`]) tells
+    /// the server in its Hello: the utility, and each metered path's price and what is
+    /// left of its cap at `now`.
+    pub(super) fn metering_announcement(&self, now: Instant) -> Option<Vec<u8>> {
+        let config = self.config.metering.as_ref().filter(|c| c.announce)?;
+        let m = self.metering.as_ref()?;
+        if self.role != crate::Role::Gateway {
+            return None;
+        }
+        let utility = match config.utility {
+            Utility::Log { weight } => UtilityOpt::Log { weight },
+            Utility::Threshold { target_bps, weight } => {
+                UtilityOpt::Threshold { target_bps, weight }
+            }
+            Utility::Linear { weight } => UtilityOpt::Linear { weight },
+        };
+        let paths = (config.paths.iter().take(braid_wire::MAX_METERED_PATHS))
+            .map(|p| {
+                let cap = (m.meters.iter())
+                    .find(|x| x.metered && x.stats.id == p.id)
+                    .and_then(|x| x.cap)
+                    .map(|(left, ends)| {
+                        let secs = ends.saturating_duration_since(now).as_secs();
+                        (left, u32::try_from(secs).unwrap_or(u32::MAX))
+                    });
+                MeteredPathOpt {
+                    path: p.id,
+                    per_byte: p.cost.base_per_byte(),
+                    cap,
+                }
+            })
+            .collect();
+        MeteringOpt { utility, paths }.to_bytes().ok()
+    }
+
+    /// A server's answer to the metering in a gateway's Hello: without metering of its
+    /// own it budgets what it sends on those paths with the same model (oSCTP §IV-F for
+    /// the downloads); a later Hello brings the caps up to date. A malformed or invalid
+    /// announcement is counted and ignored. (A server with metered paths of its own, as in
+    /// a scenario without `announce`, keeps them.)
+    pub(super) fn adopt_peer_metering(&mut self, now: Instant, value: &[u8]) {
+        let Ok(opt) = MeteringOpt::parse(value) else {
+            self.stats.malformed_datagrams += 1;
+            return;
+        };
+        let cap = |c: Option<(u64, u32)>| {
+            c.map(|(left, secs)| CapPace {
+                remaining_bytes: left,
+                period_left: Duration::from_secs(u64::from(secs)),
+            })
+        };
+        if self.metering_from_peer {
+            if let Some(m) = &mut self.metering {
+                for p in &opt.paths {
+                    m.set_cap(p.path, cap(p.cap), now);
+                }
+            }
+            return;
+        }
+        if (self.metering.iter()).any(|m| m.meters.iter().any(|x| x.metered)) {
+            return;
+        }
+        let utility = match opt.utility {
+            UtilityOpt::Log { weight } => Utility::Log { weight },
+            UtilityOpt::Threshold { target_bps, weight } => {
+                Utility::Threshold { target_bps, weight }
+            }
+            UtilityOpt::Linear { weight } => Utility::Linear { weight },
+        };
+        // The server's own interval, predictor and logging, if it has them.
+        let own = self.config.metering.clone().unwrap_or_default();
+        let config = MeteringConfig {
+            utility,
+            paths: (opt.paths.iter())
+                .map(|p| MeteredPath {
+                    id: p.path,
+                    cost: Cost::PerByte {
+                        per_byte: p.per_byte,
+                    },
+                    cap: cap(p.cap),
+                })
+                .collect(),
+            announce: false,
+            ..own
+        };
+        match self.start_metering(&config, now) {
+            Ok(()) => self.metering_from_peer = true,
+            Err(_) => self.stats.malformed_datagrams += 1,
+        }
+    }
+
     /// Brings the metered paths' budgets up to `now` (nothing without metering); a change
     /// of hold ends a scheduler's standing decision.
     pub(super) fn meter(&mut self, now: Instant) {
@@ -264,6 +404,21 @@ impl Session {
                 self.scheduling.held_class = None;
             }
         }
+    }
+
+    /// Starts metered path `id`'s data cap afresh at `now` with `cap` (the daemon's
+    /// calendar says a new period began, or its saved count changed); `None` lifts it.
+    /// False when `id` is not a metered path of this session.
+    pub fn set_cap(&mut self, now: Instant, id: crate::PathId, cap: Option<CapPace>) -> bool {
+        let set = self
+            .metering
+            .as_mut()
+            .is_some_and(|m| m.set_cap(id, cap, now));
+        if set {
+            self.meter(now);
+            self.announce_due = self.role == crate::Role::Gateway;
+        }
+        set
     }
 
     /// The per-interval log of the metered paths' budgets, oldest first (kept when

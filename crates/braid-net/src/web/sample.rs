@@ -32,6 +32,12 @@ pub struct PathSample {
     pub capacity_bps: u64,
     pub metered: bool,
     pub metered_bytes: u64,
+    /// A gateway's metered uplink: bytes this cap period (across restarts), the cap, this
+    /// interval's budget, and whether the engine holds the uplink.
+    pub period_bytes: Option<u64>,
+    pub cap_bytes: Option<u64>,
+    pub budget_bytes: Option<u64>,
+    pub held: bool,
 }
 
 /// One session (the gateway's, or one per gateway at a server) at one instant.
@@ -239,6 +245,10 @@ impl Sampler {
                     capacity_bps: p.capacity_bps,
                     metered: p.metered,
                     metered_bytes: p.metered_bytes,
+                    period_bytes: p.meter.as_ref().map(|m| m.period_bytes),
+                    cap_bytes: p.meter.as_ref().and_then(|m| m.cap_bytes),
+                    budget_bytes: p.meter.as_ref().map(|m| m.budget_bytes),
+                    held: p.meter.as_ref().is_some_and(|m| m.held),
                 });
             }
             seen.insert(ss.peer.clone(), memo);
@@ -303,6 +313,13 @@ mod tests {
                     tx_stalls: stalls,
                     metered: true,
                     metered_bytes: 1234,
+                    meter: Some(crate::status::MeterStatus {
+                        period_bytes: 5678,
+                        cap_bytes: Some(10_000),
+                        budget_bytes: 1500,
+                        held: true,
+                        ..crate::status::MeterStatus::default()
+                    }),
                     ..PathStatus::default()
                 }],
                 engine: Some(serde_json::json!({ "paths": [{
@@ -325,6 +342,10 @@ mod tests {
         assert_eq!(
             (p.queue_ms, p.coded_share, p.metered_bytes),
             (Some(12.5), None, 1234)
+        );
+        assert_eq!(
+            (p.period_bytes, p.cap_bytes, p.budget_bytes, p.held),
+            (Some(5678), Some(10_000), Some(1500), true)
         );
         let (b, _) = s.update(&status(1.5, "up", 0, 190, 10, 1)).unwrap();
         assert_eq!(b.sessions[0].paths[0].coded_share, Some(0.1));
