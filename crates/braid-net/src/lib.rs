@@ -26,6 +26,7 @@ pub mod gateway;
 pub mod links;
 pub mod metrics;
 pub mod mss;
+pub mod relay;
 pub mod secure;
 pub mod server;
 pub mod status;

@@ -7,11 +7,13 @@
 //! datagram it carries towards the server in a lender envelope:
 //!
 //! ```text
-//! 0      1        4            8                 16                    16+n   16+n+16
-//! | type | zero   | lender id  | counter (LE)    | the session's datagram | tag |
+//! 0      1      2      4            8                 16                    16+n   16+n+16
+//! | type | kind | zero | lender id  | counter (LE)    | the session's datagram | tag |
 //! ```
 //!
-//! `type` is [`LENDER_TYPE`], beside the session envelope's types; the lender id is the
+//! `type` is [`LENDER_TYPE`], beside the session envelope's types; `kind` a [`Kind`]
+//! (a datagram carried, or the relay registering or leaving, with nothing carried); the
+//! lender id is the
 //! first four bytes of BLAKE2s of the relay's public key; the tag is ChaCha20-Poly1305's
 //! over the whole (header and datagram as associated data), with the key both ends derive
 //! from the X25519 of the relay's and the server's static keys (WireGuard's static-static
@@ -39,6 +41,37 @@ pub const LENDER_HEADER_LEN: usize = 16;
 /// Bytes the envelope adds: header and tag.
 pub const LENDER_OVERHEAD: usize = LENDER_HEADER_LEN + 16;
 const TAG_LEN: usize = 16;
+
+/// What a lender envelope says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// It carries a session's datagram.
+    Data = 0,
+    /// The relay registers (and keeps its NAT mapping open): it carries nothing.
+    Register = 1,
+    /// The relay leaves: the session should remove the paths it lends.
+    Leave = 2,
+}
+
+impl Kind {
+    fn from_byte(b: u8) -> Option<Kind> {
+        match b {
+            0 => Some(Kind::Data),
+            1 => Some(Kind::Register),
+            2 => Some(Kind::Leave),
+            _ => None,
+        }
+    }
+}
+
+/// A lender envelope that passed the gate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Opened {
+    pub lender: u32,
+    pub kind: Kind,
+    /// Where the carried datagram lies in the envelope (empty but for [`Kind::Data`]).
+    pub datagram: Range<usize>,
+}
 const LABEL: &[u8] = b"braid lender v1";
 
 /// A lender's short id: the first four bytes of BLAKE2s of its public key.
@@ -136,9 +169,10 @@ impl Lender {
         self.id
     }
 
-    /// Wraps the `len`-byte datagram at `buf[LENDER_HEADER_LEN..]`: writes the header
-    /// before it and the tag after it; returns the envelope's length.
-    pub fn wrap(&mut self, buf: &mut [u8], len: usize) -> Result<usize, LenderError> {
+    /// Wraps the `len`-byte datagram at `buf[LENDER_HEADER_LEN..]` (`len` 0 for a
+    /// registration or a leave): writes the header before it and the tag after it;
+    /// returns the envelope's length.
+    pub fn wrap(&mut self, kind: Kind, buf: &mut [u8], len: usize) -> Result<usize, LenderError> {
         let need = len + LENDER_OVERHEAD;
         if buf.len() < need {
             return Err(LenderError::BufferTooShort {
@@ -152,7 +186,8 @@ impl Lender {
         let counter = self.counter;
         self.counter += 1;
         buf[0] = LENDER_TYPE;
-        buf[1..4].fill(0);
+        buf[1] = kind as u8;
+        buf[2..4].fill(0);
         buf[4..8].copy_from_slice(&self.id.to_le_bytes());
         buf[8..16].copy_from_slice(&counter.to_le_bytes());
         let end = LENDER_HEADER_LEN + len;
@@ -220,9 +255,8 @@ impl LenderGate {
         datagram.first() == Some(&LENDER_TYPE)
     }
 
-    /// Checks a lender envelope: returns the lender's id and where the carried datagram
-    /// lies in `datagram`. Every refusal is counted.
-    pub fn open(&mut self, datagram: &[u8]) -> Result<(u32, Range<usize>), LenderDrop> {
+    /// Checks a lender envelope. Every refusal is counted.
+    pub fn open(&mut self, datagram: &[u8]) -> Result<Opened, LenderDrop> {
         let r = self.check(datagram);
         let s = &mut self.stats;
         match r {
@@ -236,10 +270,11 @@ impl LenderGate {
         r
     }
 
-    fn check(&mut self, d: &[u8]) -> Result<(u32, Range<usize>), LenderDrop> {
-        if d.len() < LENDER_OVERHEAD || d[0] != LENDER_TYPE || d[1..4] != [0, 0, 0] {
+    fn check(&mut self, d: &[u8]) -> Result<Opened, LenderDrop> {
+        if d.len() < LENDER_OVERHEAD || d[0] != LENDER_TYPE || d[2..4] != [0, 0] {
             return Err(LenderDrop::Malformed);
         }
+        let kind = Kind::from_byte(d[1]).ok_or(LenderDrop::Malformed)?;
         let id = u32::from_le_bytes([d[4], d[5], d[6], d[7]]);
         let mut c = [0u8; 8];
         c.copy_from_slice(&d[8..16]);
@@ -258,7 +293,11 @@ impl LenderGate {
             .open_in_place(nonce(counter), Aad::from(&d[..end]), &mut tag)
             .map_err(|_| LenderDrop::Forged(id))?;
         l.window.commit(counter);
-        Ok((id, LENDER_HEADER_LEN..end))
+        Ok(Opened {
+            lender: id,
+            kind,
+            datagram: LENDER_HEADER_LEN..end,
+        })
     }
 
     /// The session owner who authorized lender `id`.
@@ -291,7 +330,7 @@ mod tests {
     fn wrapped(lender: &mut Lender, payload: &[u8]) -> Vec<u8> {
         let mut buf = vec![0u8; payload.len() + LENDER_OVERHEAD];
         buf[LENDER_HEADER_LEN..LENDER_HEADER_LEN + payload.len()].copy_from_slice(payload);
-        let n = lender.wrap(&mut buf, payload.len()).unwrap();
+        let n = lender.wrap(Kind::Data, &mut buf, payload.len()).unwrap();
         buf.truncate(n);
         buf
     }
@@ -304,9 +343,14 @@ mod tests {
         let mut lender = Lender::new(&relay, &server.public_key()).unwrap();
         let d = wrapped(&mut lender, b"a session datagram");
         assert!(LenderGate::is_lent(&d));
-        let (id, range) = gate.open(&d).unwrap();
-        assert_eq!(id, lender.id());
-        assert_eq!(&d[range], b"a session datagram");
+        let o = gate.open(&d).unwrap();
+        let id = o.lender;
+        assert_eq!((id, o.kind), (lender.id(), Kind::Data));
+        assert_eq!(&d[o.datagram], b"a session datagram");
+        let mut leave = vec![0u8; LENDER_OVERHEAD];
+        let n = lender.wrap(Kind::Leave, &mut leave, 0).unwrap();
+        let o = gate.open(&leave[..n]).unwrap();
+        assert_eq!((o.kind, o.datagram.len()), (Kind::Leave, 0));
         assert_eq!(gate.owner(id), Some(&owner.public_key()));
         assert_eq!(gate.open(&d), Err(LenderDrop::Replayed(id)), "replay");
         assert_eq!(gate.revoke(&relay.public_key()), Some(id));
@@ -315,7 +359,7 @@ mod tests {
             assert_eq!(gate.open(&d), Err(LenderDrop::Revoked(id)));
         }
         let s = gate.stats();
-        assert_eq!((s.accepted, s.replayed, s.revoked), (1, 1, 3));
+        assert_eq!((s.accepted, s.replayed, s.revoked), (2, 1, 3));
     }
 
     #[test]
