@@ -7,6 +7,10 @@
     clippy::unwrap_used,
     reason = "test helpers: a failed step ends the test with its message"
 )]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the lab runs in real time: rates are sampled against the clock"
+)]
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

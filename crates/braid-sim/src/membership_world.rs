@@ -57,7 +57,7 @@ impl LentPath {
 #[derive(Clone, Debug)]
 pub enum Change {
     /// The path joins both ends.
-    Join(LentPath),
+    Join(Box<LentPath>),
     /// The path leaves both ends cleanly.
     Leave(PathId),
     /// The path's links stop carrying anything; the ends find out by themselves.
@@ -380,7 +380,7 @@ mod tests {
                 (secs(2.0), leave),
                 (
                     secs(3.0),
-                    Change::Join(LentPath::symmetric(3, Some(0x33), 4.0, 30.0)),
+                    Change::Join(Box::new(LentPath::symmetric(3, Some(0x33), 4.0, 30.0))),
                 ),
             ],
             file_bytes: 4_000_000,

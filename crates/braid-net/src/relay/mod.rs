@@ -17,7 +17,9 @@ pub mod htb;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use braid_core::Instant;
 
 use braid_secure::lender::{Kind, Lender, LENDER_HEADER_LEN, LENDER_OVERHEAD};
 use serde::Deserialize;
@@ -202,20 +204,20 @@ pub fn run(config: &RelayConfig) -> Result<RelayStats, DaemonError> {
         mio::Interest::READABLE,
     )?;
     shutdown.register(poll.registry(), t_signal)?;
-    let start = Instant::now();
-    let unix = || crate::clock::Clock::unix_time();
+    // The one clock; wall time read once, for the month.
+    let clock = crate::clock::Clock::start();
+    let start = clock.now();
+    let unix0 = crate::clock::Clock::unix_time();
+    let unix = |now: Instant| unix0 + now.saturating_duration_since(start);
     let mut rate = budget::RateCap::new(config.lend_bps, Duration::ZERO);
-    let mut monthly = budget::MonthlyCap::load(
-        config.monthly_bytes,
-        &config.state_dir.join("usage"),
-        unix(),
-    );
+    let mut monthly =
+        budget::MonthlyCap::load(config.monthly_bytes, &config.state_dir.join("usage"), unix0);
     let mut stats = RelayStats::default();
     let mut gateway: Option<SocketAddr> = None;
     let mut buf = vec![0u8; MAX_DATAGRAM + LENDER_OVERHEAD];
     let mut events = mio::Events::with_capacity(64);
-    let mut next_register = Instant::now();
-    let mut next_save = Instant::now() + Duration::from_secs(5);
+    let mut next_register = start;
+    let mut next_save = start + Duration::from_secs(5);
     let send_control = |lender: &mut Lender, kind: Kind, to: &[SocketAddr]| {
         let mut b = [0u8; LENDER_OVERHEAD];
         if let Ok(n) = lender.wrap(kind, &mut b, 0) {
@@ -226,7 +228,7 @@ pub fn run(config: &RelayConfig) -> Result<RelayStats, DaemonError> {
     };
     tracing::info!(listen = %config.listen, server = %config.server, "relay lending");
     loop {
-        let now = Instant::now();
+        let now = clock.now();
         if now >= next_register {
             send_control(&mut lender, Kind::Register, &[config.server]);
             stats.registrations += 1;
@@ -252,12 +254,13 @@ pub fn run(config: &RelayConfig) -> Result<RelayStats, DaemonError> {
             match local.recv_from(&mut buf[LENDER_HEADER_LEN..LENDER_HEADER_LEN + MAX_DATAGRAM]) {
                 Ok((n, from)) => {
                     gateway = Some(from);
-                    let t = start.elapsed();
+                    let now = clock.now();
+                    let t = now.saturating_duration_since(start);
                     if !rate.take(t, n + LENDER_OVERHEAD + 28) {
                         stats.rate_drops += 1;
                         continue;
                     }
-                    if !monthly.take(unix(), n + LENDER_OVERHEAD + 28) {
+                    if !monthly.take(unix(now), n + LENDER_OVERHEAD + 28) {
                         stats.monthly_drops += 1;
                         continue;
                     }
