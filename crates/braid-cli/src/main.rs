@@ -7,6 +7,7 @@ mod demo;
 mod keys;
 mod lab;
 mod progress;
+mod relay;
 mod report;
 mod sim;
 mod trace;
@@ -31,6 +32,9 @@ enum Command {
     Gateway(daemon::DaemonArgs),
     /// Run the server: the wired end that serves many gateways (config: docs/daemon.md).
     Server(daemon::DaemonArgs),
+    /// Lend this node's uplink to a braid session, home traffic first (docs/daemon.md,
+    /// "relay").
+    Relay(relay::Args),
     /// Show a running gateway's or server's paths: state, rate, RTT, loss, bytes.
     Status(daemon::StatusArgs),
     /// Run the demo: two recorded LTE links through each alone, Linux MPTCP and braid:
@@ -82,6 +86,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Gateway(a) => daemon::gateway(a),
         Command::Server(a) => daemon::server(a),
+        Command::Relay(a) => relay::run(a),
         Command::Status(a) => daemon::status(a),
         Command::Demo(a) => demo::run(a),
         Command::Sim(a) => sim::run(a),

@@ -48,7 +48,10 @@ pub use config::{
     RetransmitParams, Role, SchedulerKind, XorDecoder, XorParams,
 };
 pub use event::Event;
-pub use session::{HandleError, Prediction, SendError, Session, Transmit};
+pub use session::{
+    HandleError, LenderId, MembershipError, MembershipStats, Prediction, SendError, Session,
+    Transmit, MAX_REVOKED,
+};
 pub use stats::{LossRecoveryStats, MeteredStats, PathStats, SessionStats};
 pub use time::Instant;
 

@@ -17,10 +17,12 @@ use crate::{Config, Event, Instant, PathConfig, PathId, Role, SessionStats};
 
 mod aqm;
 mod failover;
+mod membership;
 mod metering;
 mod rpc_hook;
 mod schedule;
 
+pub use membership::{LenderId, MembershipError, MembershipStats, MAX_REVOKED};
 pub use schedule::Prediction;
 
 /// Most events kept for the driver; older ones are dropped (and counted) beyond it.
@@ -47,6 +49,8 @@ pub enum HandleError {
     UnknownPath(PathId),
     #[error("datagram names path {named} but arrived on path {arrived}")]
     PathMismatch { named: PathId, arrived: PathId },
+    #[error("datagram on path {path}, lent by revoked lender {lender:#010x}")]
+    Revoked { path: PathId, lender: LenderId },
 }
 
 /// Why [`Session::send`] refused an inner packet. Every refusal is counted.
@@ -143,6 +147,8 @@ pub struct Session {
     metering_from_peer: bool,
     /// A gateway's caps changed since its last Hello: the next heartbeat is a Hello.
     announce_due: bool,
+    /// Who lends each path, and revoked lenders (`session/membership.rs`).
+    membership: membership::Membership,
 }
 
 impl Session {
@@ -210,6 +216,7 @@ impl Session {
             metering: None,
             metering_from_peer: false,
             announce_due: false,
+            membership: membership::Membership::default(),
         };
         session.rpc = rpc_hook::RpcHook::build(session.config.reordering);
         if let Some(m) = session.config.metering.clone() {
@@ -331,6 +338,9 @@ impl Session {
                 named: d.header.path,
                 arrived: path,
             });
+        }
+        if let Some(lender) = self.membership.refuses(path) {
+            return Err(HandleError::Revoked { path, lender });
         }
         let Some(pi) = self.index[usize::from(path)].map(usize::from) else {
             self.stats.unknown_path += 1;

@@ -27,6 +27,7 @@ pub mod links;
 pub mod meter_ledger;
 pub mod metrics;
 pub mod mss;
+pub mod relay;
 pub mod secure;
 pub mod server;
 pub mod status;

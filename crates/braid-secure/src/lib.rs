@@ -114,6 +114,7 @@ mod handshake;
 mod keypair;
 mod keyring;
 pub mod keys;
+pub mod lender;
 pub mod limits;
 pub mod replay;
 mod rng;

@@ -15,6 +15,7 @@
 pub mod bapu_world;
 pub mod host;
 pub mod link;
+pub mod membership_world;
 pub mod metrics;
 pub mod node;
 pub mod rng;

@@ -131,6 +131,20 @@ impl ResendRing {
         })
         .map(|s| s.packet)
     }
+
+    /// Path position `pi` left the session (`session/membership.rs`): forgets what went
+    /// on it (returned, for recycling) and renumbers the positions after it.
+    pub(super) fn forget(&mut self, pi: usize) -> Vec<Vec<u8>> {
+        let mut freed = Vec::new();
+        for slot in &mut self.slots {
+            match slot {
+                Some(s) if s.pi == pi => freed.extend(slot.take().map(|s| s.packet)),
+                Some(s) if s.pi > pi => s.pi -= 1,
+                _ => {}
+            }
+        }
+        freed
+    }
 }
 
 impl Session {

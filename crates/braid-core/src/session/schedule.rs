@@ -102,6 +102,23 @@ impl Scheduling {
     }
 }
 
+impl Scheduling {
+    /// Path position `pi` left the session (`session/membership.rs`): no copy owed goes
+    /// there, the positions after it are renumbered, and any hold is decided again.
+    pub(super) fn forget(&mut self, pi: usize) {
+        if let Some(c) = &mut self.copies {
+            c.remaining.retain(|&q| q != pi);
+            for q in &mut c.remaining {
+                if *q > pi {
+                    *q -= 1;
+                }
+            }
+        }
+        self.retry_at = None;
+        self.held_class = None;
+    }
+}
+
 impl Session {
     /// Sends the next queued data packet, or the next redundant copy owed.
     pub(super) fn poll_data(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
