@@ -33,6 +33,33 @@ fn paths() -> Vec<PathSpec> {
         .collect()
 }
 
+/// Per downlink over the lab's last run: bytes delivered, drops at the queue, random
+/// losses and the mean queueing delay (where a shortfall comes from).
+fn downlinks(lab: &Lab) -> (Value, String) {
+    let mut v = serde_json::Map::new();
+    let mut text = Vec::new();
+    for (name, _, down) in lab.path_reports() {
+        let l = &down.link;
+        v.insert(
+            name.clone(),
+            json!({
+                "bytes_delivered": l.bytes_delivered,
+                "packets_dropped_queue": l.packets_dropped_queue,
+                "packets_lost_random": l.packets_lost_random,
+                "queue_delay_mean_ms": l.queue_delay_mean_ms,
+            }),
+        );
+        text.push(format!(
+            "{name} {:.1} MB, {} queue drops, {} random losses, queue {:.0} ms",
+            l.bytes_delivered as f64 / 1e6,
+            l.packets_dropped_queue,
+            l.packets_lost_random,
+            l.queue_delay_mean_ms
+        ));
+    }
+    (Value::Object(v), text.join("; "))
+}
+
 /// One system's download: goodput, or NaN and a note.
 fn download(
     lab: &mut Lab,
@@ -111,6 +138,8 @@ impl Bench for LabSplitTcp {
         opts.progress("lab-split-tcp", 1.0 / 3.0);
         let tunnel = run_braid(&mut lab, &BraidSettings::default(), &mut notes)?;
         notes.push(delivery_note("packet tunnel run", &delivery_error(&lab)));
+        let (tunnel_links, text) = downlinks(&lab);
+        notes.push(format!("packet tunnel run, downlinks: {text}"));
         opts.progress("lab-split-tcp", 2.0 / 3.0);
         let split = run_braid(
             &mut lab,
@@ -121,6 +150,8 @@ impl Bench for LabSplitTcp {
             &mut notes,
         )?;
         notes.push(delivery_note("split-TCP run", &delivery_error(&lab)));
+        let (split_links, text) = downlinks(&lab);
+        notes.push(format!("split-TCP run, downlinks: {text}"));
         opts.progress("lab-split-tcp", 1.0);
 
         for (name, g) in [
@@ -144,6 +175,10 @@ impl Bench for LabSplitTcp {
             ),
         );
         systems.insert("capacity_mbps".into(), json!(capacity));
+        systems.insert(
+            "downlinks".into(),
+            json!({ "split-TCP": split_links, "packet tunnel": tunnel_links }),
+        );
         Ok(BenchReport {
             bench: self.name().into(),
             seed: opts.seed,

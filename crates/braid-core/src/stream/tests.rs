@@ -698,3 +698,38 @@ fn stock_sctp_fails_a_path_only_after_path_max_retrans_expiries() {
         }
     }
 }
+
+/// Random-loss tolerance (Veno's backlog test): 10 Mbit/s at 100 ms with 1% random loss
+/// beside 20 Mbit/s at 40 ms, lab-split-tcp's dsl and lte paths. Taking every loss on
+/// the lossy path as congestion keeps its window below its BDP; keeping the window while
+/// its queue is near empty fills it, and the clean path's queue still cuts when full.
+#[test]
+fn random_losses_on_an_idle_queue_keep_the_window() {
+    let go = |random_loss| {
+        let o = run(
+            StreamConfig {
+                random_loss,
+                send_buffer: 4 * MB,
+                initial_peer_rwnd: 4 * MB,
+                ..StreamConfig::default()
+            },
+            ReceiverConfig {
+                buffer: 4 * MB,
+                ..ReceiverConfig::default()
+            },
+            two(
+                LinkParams::new(20.0, 20),
+                LinkParams::new(10.0, 50).loss(0.01),
+            ),
+            two(LinkParams::new(20.0, 20), LinkParams::new(10.0, 50)),
+            16 * MB,
+            1,
+            Duration::from_secs(600),
+        );
+        assert!(o.data == pattern(16 * MB));
+        o.mbit()
+    };
+    let (off, on) = (go(false), go(true));
+    println!("random loss tolerance: off {off:.2}, on {on:.2} Mbit/s");
+    assert!(on > 1.05 * off, "{on} {off}");
+}

@@ -112,6 +112,7 @@ impl Session {
             mtu: CHUNK_PAYLOAD,
             send_buffer: STREAM_BUFFER,
             initial_peer_rwnd: STREAM_BUFFER,
+            random_loss: true,
             ..StreamConfig::default()
         };
         Session {
