@@ -47,7 +47,7 @@ pub enum FrameError {
 
 impl Frame<'_> {
     /// Bytes the frame takes on the stream.
-    pub fn len(&self) -> usize {
+    pub fn wire_len(&self) -> usize {
         HEADER
             + match self {
                 Frame::Open { .. } => 6,
@@ -68,7 +68,7 @@ impl Frame<'_> {
         };
         out.push(kind);
         out.extend_from_slice(&conn.to_be_bytes());
-        out.extend_from_slice(&((self.len() - HEADER) as u16).to_be_bytes());
+        out.extend_from_slice(&((self.wire_len() - HEADER) as u16).to_be_bytes());
         match self {
             Frame::Open { to, .. } => {
                 out.extend_from_slice(&to.ip().octets());
@@ -152,9 +152,9 @@ mod tests {
         }
         let mut at = 0;
         for f in &frames {
-            assert_eq!(Frame::parse(&all[at..at + f.len() - 1]), Ok(None));
+            assert_eq!(Frame::parse(&all[at..at + f.wire_len() - 1]), Ok(None));
             let (g, n) = Frame::parse(&all[at..]).unwrap().unwrap();
-            assert_eq!((&g, n), (f, f.len()));
+            assert_eq!((&g, n), (f, f.wire_len()));
             at += n;
         }
         assert_eq!(at, all.len());

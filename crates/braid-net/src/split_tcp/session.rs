@@ -345,7 +345,7 @@ impl Session {
 
     /// Queues a whole frame on the stream, or nothing when it does not fit.
     fn emit(&mut self, f: &Frame<'_>) -> bool {
-        if f.len() > self.room() {
+        if f.wire_len() > self.room() {
             return false;
         }
         self.scratch.clear();
