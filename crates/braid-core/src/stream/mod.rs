@@ -80,7 +80,8 @@ pub struct StreamConfig {
     /// A fast retransmit on a path whose queue holds fewer than 3 packets (Veno's backlog
     /// estimate from the RTT samples) keeps the window: a link's random loss, not
     /// congestion. Off for the oSCTP figures; split-TCP turns it on (lab-split-tcp: the
-    /// 1% loss dsl path otherwise carries ~60% of its rate).
+    /// 1% loss dsl path otherwise carries ~60% of its rate). The in-crate two-path model
+    /// loses goodput with it (tests.rs): an open question, docs/benchmarks.md.
     pub random_loss: bool,
 }
 
