@@ -172,6 +172,7 @@ impl Bench for LabBus {
                         scheduler: scheduler.map(str::to_owned),
                         loss_recovery,
                         aqm: None,
+                        split_tcp: false,
                     };
                     let _tunnel = BraidTunnel::start_with(&lab, &settings)?;
                     let system = System::Braid(settings.label());

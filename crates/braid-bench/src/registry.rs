@@ -45,6 +45,7 @@ static ALL: &[&dyn Bench] = &[
     &crate::pluribus_coding::Fig13,
     &crate::lab_emulator::LabEmulator,
     &crate::lab_bulk::LabBulk,
+    &crate::lab_split_tcp::LabSplitTcp,
     &crate::lab_bus::LabBus,
     &crate::lab_traces::LabTraces,
     &crate::lab_failover::LabFailover,

@@ -67,8 +67,12 @@ pub fn gateway(a: DaemonArgs) -> anyhow::Result<()> {
         ControlSocket::serve(&cfg.socket_path(), shared.clone()).map_err(anyhow::Error::msg)?;
     web(&cfg.control, &shared)?;
     let mut shutdown = braid_net::Shutdown::new()?;
+    let split = braid_net::split_tcp::SplitTcp::gateway(&cfg)?;
     let mut g = braid_net::gateway::Gateway::new(cfg, mtu, shared)?;
-    g.run(&mut shutdown)?;
+    let r = g.run(&mut shutdown);
+    // The redirect goes first: the lab and init systems allow a short grace period.
+    drop(split);
+    r?;
     Ok(())
 }
 
@@ -87,6 +91,7 @@ pub fn server(a: DaemonArgs) -> anyhow::Result<()> {
         ControlSocket::serve(&cfg.socket_path(), shared.clone()).map_err(anyhow::Error::msg)?;
     web(&cfg.control, &shared)?;
     let mut shutdown = braid_net::Shutdown::new()?;
+    let _split = braid_net::split_tcp::SplitTcp::server(&cfg)?;
     let mut s = braid_net::server::Server::new(cfg, shared)?;
     s.run(&mut shutdown)?;
     Ok(())

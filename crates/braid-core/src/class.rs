@@ -45,6 +45,23 @@ pub struct ClassConfig {
     /// sets no target.
     #[serde(default)]
     pub utility: Option<crate::metered::UtilityKind>,
+    /// How its TCP connections cross: inside the packet tunnel (the default) or split at
+    /// the gateway and carried on the multipath stream (docs/architecture.md).
+    #[serde(default)]
+    pub transport: Transport,
+}
+
+/// How a class's traffic crosses the bond.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    /// Packets through the tunnel; the end hosts' TCP runs end to end.
+    #[default]
+    Packet,
+    /// Split-TCP: the gateway terminates the client's TCP connections, their bytes cross
+    /// on the multipath reliable stream ([`crate::stream`]), and the server opens the
+    /// connection to the destination. Matches TCP only.
+    SplitTcp,
 }
 
 /// Criteria a flow must all meet; an empty criterion matches anything.

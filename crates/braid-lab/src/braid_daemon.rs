@@ -79,6 +79,8 @@ pub struct BraidSettings {
     pub loss_recovery: Option<LossRecoveryKind>,
     /// The engine's `aqm` setting (the send queue's CoDel).
     pub aqm: Option<bool>,
+    /// One traffic class, every TCP connection, with `transport = "split-tcp"`.
+    pub split_tcp: bool,
 }
 
 impl BraidSettings {
@@ -88,6 +90,7 @@ impl BraidSettings {
             scheduler: Some(s.to_owned()),
             loss_recovery: Some(LossRecoveryKind::None),
             aqm: None,
+            split_tcp: false,
         }
     }
 
@@ -102,6 +105,9 @@ impl BraidSettings {
         }
         if let Some(a) = self.aqm {
             parts.push(format!("aqm {}", if a { "on" } else { "off" }));
+        }
+        if self.split_tcp {
+            parts.push("split-TCP".into());
         }
         parts.join(" + ")
     }
@@ -120,6 +126,13 @@ impl BraidSettings {
         }
         if let Some(a) = self.aqm {
             let _ = writeln!(engine, "aqm = {a}");
+        }
+        if self.split_tcp {
+            let s = self.scheduler.as_deref().unwrap_or("delay-based");
+            let _ = writeln!(
+                engine,
+                "\n[[engine.class]]\nname = \"tcp\"\nmatch = {{ protocol = \"tcp\" }}\nscheduler = \"{s}\"\ntransport = \"split-tcp\""
+            );
         }
         format!("{engine}\n[control]\nsocket = \"{}\"\n", socket.display())
     }
@@ -427,6 +440,7 @@ mod tests {
                 scheduler: Some("delay-based".into()),
                 loss_recovery: Some(kind),
                 aqm: Some(true),
+                split_tcp: false,
             };
             let text = s.engine_section(Path::new("/tmp/x"));
             let f: File = toml::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
@@ -438,6 +452,7 @@ mod tests {
             scheduler: Some("delay-based".into()),
             loss_recovery: Some(retransmit),
             aqm: None,
+            split_tcp: false,
         };
         assert_eq!(s.label(), "delay-based + retransmit");
         assert_eq!(BraidSettings::scheduler("lazy").label(), "lazy");

@@ -9,6 +9,7 @@
 //! - [`batch`]: outgoing datagrams gathered into GSO runs.
 //! - [`secure`]: the seal/open boundary every datagram crosses once each way (braid-secure).
 //! - [`gateway`], [`server`]: the two event loops.
+//! - [`split_tcp`]: split-TCP mode: the transparent proxy and its multipath stream.
 //! - [`links`]: netlink notifications of link and address changes.
 //! - [`mss`]: TCP MSS clamping.
 //! - [`status`], [`control`], [`metrics`], [`web`]: what the daemon shows (`braid status`,
@@ -30,6 +31,7 @@ pub mod mss;
 pub mod relay;
 pub mod secure;
 pub mod server;
+pub mod split_tcp;
 pub mod status;
 pub mod system;
 pub mod testbed;

@@ -205,6 +205,7 @@ fn traffic_classes_schedule_each_class_its_own_way() {
         loss_recovery: None,
         target_mbps: None,
         utility: None,
+        transport: crate::class::Transport::Packet,
     };
     let mut net = two_paths(
         Config {

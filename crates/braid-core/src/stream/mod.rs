@@ -77,6 +77,12 @@ pub struct StreamConfig {
     pub send_buffer: usize,
     /// The peer's receive window assumed before its first SACK.
     pub initial_peer_rwnd: usize,
+    /// A fast retransmit on a path whose queue holds fewer than 3 packets (Veno's backlog
+    /// estimate from the RTT samples) keeps the window: a link's random loss, not
+    /// congestion. Off for the oSCTP figures; split-TCP turns it on (lab-split-tcp: the
+    /// 1% loss dsl path otherwise carries ~60% of its rate). The in-crate two-path model
+    /// loses goodput with it (tests.rs): an open question, docs/benchmarks.md.
+    pub random_loss: bool,
 }
 
 impl Default for StreamConfig {
@@ -91,6 +97,7 @@ impl Default for StreamConfig {
             rto: RtoParams::default(),
             send_buffer: 1 << 20,
             initial_peer_rwnd: 1 << 20,
+            random_loss: false,
         }
     }
 }

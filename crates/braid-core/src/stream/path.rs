@@ -54,6 +54,9 @@ pub struct SenderPath {
     /// Failed: carries no data; the next heartbeat is due at this time.
     pub failed: Option<Instant>,
     pub heartbeat_due: bool,
+    /// Smallest and latest RTT samples (the queue estimate of [`super::StreamConfig::random_loss`]).
+    pub min_rtt: Option<Duration>,
+    pub latest_rtt: Duration,
 }
 
 impl SenderPath {
@@ -69,7 +72,26 @@ impl SenderPath {
             recover_psn: None,
             failed: None,
             heartbeat_due: false,
+            min_rtt: None,
+            latest_rtt: Duration::ZERO,
         }
+    }
+
+    /// An RTT sample of a chunk sent once.
+    pub fn on_rtt(&mut self, rtt: Duration) {
+        self.rto.on_sample(rtt);
+        self.latest_rtt = rtt;
+        self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+    }
+
+    /// Packets queued on the path by Veno's estimate: cwnd x (RTT - base RTT) / RTT.
+    pub fn backlog_packets(&self, mtu: u64) -> f64 {
+        let Some(base) = self.min_rtt else {
+            return f64::INFINITY;
+        };
+        let rtt = self.latest_rtt.as_secs_f64().max(1e-6);
+        let queued = (rtt - base.as_secs_f64()).max(0.0) / rtt;
+        self.window.cwnd() as f64 / mtu as f64 * queued
     }
 
     /// RTT for scheduling and rate shares before any sample: the RTO.

@@ -14,6 +14,10 @@ use crate::{Instant, PathId};
 /// Three: RFC 4960 §7.2.4's (and oSCTP's) miss indications before a fast retransmit.
 const FAST_RETRANSMIT_THRESHOLD: u32 = 3;
 
+/// Veno's threshold (TCP Veno, Fu & Liew 2003): a loss while fewer packets than this sit
+/// in the path's queue is taken as random, not congestion.
+const RANDOM_LOSS_BACKLOG: f64 = 3.0;
+
 /// Counters of the sending end.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SenderStats {
@@ -303,7 +307,7 @@ impl StreamSender {
             acked_psns[s.path].push(s.psn);
             lowest_acked[s.path] |= lowest_before[s.path] == Some(s.psn);
             if !s.retransmitted {
-                path.rto.on_sample(now - s.sent_at);
+                path.on_rtt(now - s.sent_at);
             }
         }
         let flight: u64 = self.paths.iter().map(|p| p.flight).sum();
@@ -405,7 +409,9 @@ impl StreamSender {
         let p = s.path;
         let path = &mut self.paths[p];
         mark_lost(path, s, tsn, &mut self.retransmit);
-        if path.recover_psn.is_none() {
+        let random = self.config.random_loss
+            && path.backlog_packets(self.config.mtu as u64) < RANDOM_LOSS_BACKLOG;
+        if path.recover_psn.is_none() && !random {
             let share = path.rate() / total_rate.max(1e-9);
             path.window.on_loss(self.config.loss_response.keep(share));
             path.recover_psn = Some(path.next_psn);

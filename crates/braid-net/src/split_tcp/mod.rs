@@ -1,0 +1,119 @@
+//! Split-TCP mode (issue 19 item 3; oSCTP §III's transport put to work): a traffic class
+//! with `transport = "split-tcp"` has its TCP connections terminated at the gateway by a
+//! transparent proxy (an nftables redirect, [`redirect`]), their bytes carried on the
+//! multipath reliable stream (braid_core::stream: one congestion window per path) and the
+//! connection to the destination opened by the server, which relays. The client and the
+//! destination are unmodified TCP hosts; each TCP leg runs over one short, clean hop.
+//!
+//! - [`frame`]: the frames that multiplex a session's connections on one stream each way.
+//! - [`session`]: the stream pair and the relay between it and the sockets.
+//! - [`service`]: the two event loops, each on its own thread beside the daemon's.
+//! - [`redirect`]: the gateway's nftables table and `SO_ORIGINAL_DST`.
+//!
+//! The stream's datagrams travel on their own UDP port (the server's listen port + 1),
+//! from one socket per uplink bound like the tunnel's. docs/architecture.md gives the
+//! connection setup and its round trips.
+
+pub mod frame;
+pub mod redirect;
+pub mod service;
+pub mod session;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use braid_core::class::{ClassConfig, Transport};
+
+use crate::config::{EngineSection, GatewayConfig, ServerConfig};
+use crate::DaemonError;
+
+/// The split-TCP port beside a daemon's tunnel port.
+pub fn port_beside(tunnel: SocketAddr) -> SocketAddr {
+    SocketAddr::new(tunnel.ip(), tunnel.port().wrapping_add(1))
+}
+
+/// The classes that ask for split-TCP.
+pub fn split_classes(e: &EngineSection) -> Vec<&ClassConfig> {
+    e.classes
+        .iter()
+        .filter(|c| c.transport == Transport::SplitTcp)
+        .collect()
+}
+
+/// The running split-TCP service; stopped, and the gateway's redirect removed, on drop.
+#[derive(Debug)]
+pub struct SplitTcp {
+    redirect: Option<redirect::Redirect>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl SplitTcp {
+    /// The gateway's service when a class asks for it: the listener, the uplinks' sockets
+    /// and the redirect (a stale table of a crashed run is replaced).
+    pub fn gateway(cfg: &GatewayConfig) -> Result<Option<SplitTcp>, DaemonError> {
+        let classes = split_classes(&cfg.engine);
+        if classes.is_empty() {
+            return Ok(None);
+        }
+        let table = redirect::table_name(&cfg.tun);
+        let bindings = cfg.uplinks.iter().map(|u| u.binding.clone()).collect();
+        let mut lp = service::GatewayLoop::new(bindings, port_beside(cfg.server_endpoint))
+            .map_err(|e| DaemonError::Setup(format!("split-TCP listener: {e}")))?;
+        let port = lp.port()?;
+        let routes: Vec<ipnet::Ipv4Net> = cfg
+            .routes
+            .iter()
+            .filter_map(|r| match r {
+                ipnet::IpNet::V4(n) => Some(*n),
+                ipnet::IpNet::V6(_) => None,
+            })
+            .collect();
+        let rules = redirect::ruleset(&table, &cfg.tun, &routes, &classes, port)
+            .map_err(|e| DaemonError::Setup(format!("{}: {e}", cfg.file)))?;
+        let redirect = redirect::Redirect::install(&table, &rules)
+            .map_err(|e| DaemonError::Setup(format!("split-TCP needs nftables: {e}")))?;
+        let (stop, thread) = service::spawn("braid-split-tcp", move |stop| lp.run(stop))?;
+        tracing::info!(
+            table,
+            port,
+            classes = classes.len(),
+            "split-TCP redirect installed"
+        );
+        Ok(Some(SplitTcp {
+            redirect: Some(redirect),
+            stop,
+            thread: Some(thread),
+        }))
+    }
+
+    /// The server's service when a class asks for it: a UDP socket on the listen port + 1.
+    pub fn server(cfg: &ServerConfig) -> Result<Option<SplitTcp>, DaemonError> {
+        if split_classes(&cfg.engine).is_empty() {
+            return Ok(None);
+        }
+        let at = port_beside(cfg.listen);
+        let mut lp = service::ServerLoop::new(at)
+            .map_err(|e| DaemonError::Setup(format!("split-TCP socket {at}: {e}")))?;
+        let (stop, thread) = service::spawn("braid-split-tcp", move |stop| lp.run(stop))?;
+        tracing::info!(listen = %at, "split-TCP relay listening");
+        Ok(Some(SplitTcp {
+            redirect: None,
+            stop,
+            thread: Some(thread),
+        }))
+    }
+}
+
+impl Drop for SplitTcp {
+    fn drop(&mut self) {
+        // Rules first, so no new connection is sent to a listener about to close.
+        self.redirect.take();
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
