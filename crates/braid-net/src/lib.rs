@@ -9,6 +9,7 @@
 //! - [`batch`]: outgoing datagrams gathered into GSO runs.
 //! - [`secure`]: the seal/open boundary every datagram crosses once each way (braid-secure).
 //! - [`gateway`], [`server`]: the two event loops.
+//! - [`htppr`]: `braid send`/`receive` over a UDP-Lite hare and a TCP tortoise (HTPPR).
 //! - [`links`]: netlink notifications of link and address changes.
 //! - [`mss`]: TCP MSS clamping.
 //! - [`status`], [`control`], [`metrics`], [`web`]: what the daemon shows (`braid status`,
@@ -23,6 +24,7 @@ pub mod config;
 pub mod control;
 pub mod crypto;
 pub mod gateway;
+pub mod htppr;
 pub mod links;
 pub mod metrics;
 pub mod mss;
