@@ -101,21 +101,23 @@ pub enum TransferError {
     },
     #[error("bad --hare-mbps {0}: expected a rate between 0.01 and 10000 Mbit/s")]
     BadRate(f64),
-    #[error("cannot open the {what} socket on {addr}: {source}")]
+    // The io errors are part of each message (the peer is sent the message alone), so they
+    // are not also chained as sources, which would print them twice.
+    #[error("cannot open the {what} socket on {addr}: {cause}")]
     Bind {
         what: &'static str,
         addr: SocketAddr,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
-    #[error("cannot reach the receiver's tortoise at {addr}: {source} (is `braid receive` listening there?)")]
+    #[error("cannot reach the receiver's tortoise at {addr}: {cause} (is `braid receive` listening there?)")]
     Connect {
         addr: SocketAddr,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     File {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("{0} changed while it was being sent (its size or modification time moved); send it again once it is still")]
     FileChanged(PathBuf),
@@ -136,10 +138,10 @@ pub enum TransferError {
 }
 
 impl TransferError {
-    fn file(path: impl Into<PathBuf>, source: std::io::Error) -> TransferError {
+    fn file(path: impl Into<PathBuf>, cause: std::io::Error) -> TransferError {
         TransferError::File {
             path: path.into(),
-            source,
+            cause,
         }
     }
 }

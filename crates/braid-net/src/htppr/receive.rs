@@ -56,15 +56,15 @@ impl BoundReceiver {
         let probe = dir.join(format!(".braid-probe-{}", std::process::id()));
         File::create(&probe).map_err(|e| TransferError::file(dir, e))?;
         let _ = std::fs::remove_file(&probe);
-        let hare = udplite::socket(opts.hare).map_err(|source| TransferError::Bind {
+        let hare = udplite::socket(opts.hare).map_err(|cause| TransferError::Bind {
             what: "hare (UDP-Lite)",
             addr: opts.hare,
-            source,
+            cause,
         })?;
-        let listener = TcpListener::bind(opts.tortoise).map_err(|source| TransferError::Bind {
+        let listener = TcpListener::bind(opts.tortoise).map_err(|cause| TransferError::Bind {
             what: "tortoise (TCP)",
             addr: opts.tortoise,
-            source,
+            cause,
         })?;
         let mut opts = opts.clone();
         opts.hare = hare.local_addr().map_err(TransferError::Hare)?;

@@ -46,9 +46,9 @@ pub fn send(
     let total = meta.len();
     let stamp = (meta.len(), meta.modified().ok());
 
-    let connect = |source| TransferError::Connect {
+    let connect = |cause| TransferError::Connect {
         addr: opts.tortoise,
-        source,
+        cause,
     };
     let stream = std::net::TcpStream::connect_timeout(&opts.tortoise, Duration::from_secs(10))
         .map_err(connect)?;
@@ -59,10 +59,10 @@ pub fn send(
         .map_err(TransferError::Tortoise)?;
     let mut tortoise = Tortoise::new(mio::net::TcpStream::from_std(stream));
     let local = udplite::any_for(opts.hare);
-    let hare = udplite::socket(local).map_err(|source| TransferError::Bind {
+    let hare = udplite::socket(local).map_err(|cause| TransferError::Bind {
         what: "hare",
         addr: local,
-        source,
+        cause,
     })?;
     hare.connect(opts.hare).map_err(TransferError::Hare)?;
 
