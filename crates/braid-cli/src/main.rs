@@ -11,6 +11,7 @@ mod relay;
 mod report;
 mod sim;
 mod trace;
+mod transfer;
 
 use std::io::Write;
 
@@ -54,6 +55,10 @@ enum Command {
     /// The real testbed: network namespaces, emulated links, real TCP, Linux MPTCP beside
     /// braid (needs root; docs/lab.md).
     Lab(lab::Args),
+    /// Send a file to `braid receive` (over HTPPR: --hare ADDR --tortoise ADDR).
+    Send(transfer::SendArgs),
+    /// Receive one file from `braid send` into a directory.
+    Receive(transfer::ReceiveArgs),
     #[command(flatten)]
     Keys(keys::KeyCommand),
 }
@@ -94,6 +99,8 @@ fn main() -> std::process::ExitCode {
         Command::Bench(a) => bench(a),
         Command::Report(a) => report::run(a),
         Command::Lab(a) => lab::run(a),
+        Command::Send(a) => transfer::send(a),
+        Command::Receive(a) => transfer::receive(a),
         Command::Keys(c) => keys::run(c),
     };
     match result {

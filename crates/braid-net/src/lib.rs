@@ -10,6 +10,7 @@
 //! - [`secure`]: the seal/open boundary every datagram crosses once each way (braid-secure).
 //! - [`gateway`], [`server`]: the two event loops.
 //! - [`split_tcp`]: split-TCP mode: the transparent proxy and its multipath stream.
+//! - [`htppr`]: `braid send`/`receive` over a UDP-Lite hare and a TCP tortoise (HTPPR).
 //! - [`links`]: netlink notifications of link and address changes.
 //! - [`mss`]: TCP MSS clamping.
 //! - [`status`], [`control`], [`metrics`], [`web`]: what the daemon shows (`braid status`,
@@ -24,6 +25,7 @@ pub mod config;
 pub mod control;
 pub mod crypto;
 pub mod gateway;
+pub mod htppr;
 pub mod links;
 pub mod meter_ledger;
 pub mod metrics;

@@ -11,6 +11,13 @@
 //! the end of each burst (§3.3), and only on an estimate of at least [`MIN_SAMPLES`] packets
 //! taken at the current rate ("spreading error rate over 4 and 8 packets", §3.3), so that a
 //! fall from 54 to 6 Mbit/s takes 7 steps (the paper converges in 7-8 bursts, Fig. 5).
+//!
+//! Beyond the paper: a step up is a probe, and a probe the next decision undoes (the rate
+//! above erred far more than tenfold, as 36 to 48 Mbit/s does on a real 802.11g ladder)
+//! doubles the number of decisions the rate below must hold before it probes again, up to
+//! [`MAX_PROBE_WAIT`]; a probe that holds resets it (AARF, Lacage et al., MSWiM '04). Without
+//! it the rate swung up every other estimate and each swing cost a tortoise round trip of
+//! packets at the rate above (htppr-fig6).
 
 /// 802.11g's OFDM rates, kbit/s: the hare's rate ladder by default.
 pub const RATES_80211G_KBPS: [u32; 8] = [6000, 9000, 12000, 18000, 24000, 36000, 48000, 54000];
@@ -19,12 +26,22 @@ pub const RATES_80211G_KBPS: [u32; 8] = [6000, 9000, 12000, 18000, 24000, 36000,
 /// 1%-granular BIER with 31 blocks a packet).
 pub const MIN_SAMPLES: u32 = 4;
 
+/// The most decisions a rate waits before probing the rate above again (a burst ends every
+/// few ms, so about a second at 36 Mbit/s; htppr-fig6).
+pub const MAX_PROBE_WAIT: u32 = 512;
+
 /// The rate chooser of one sender.
 #[derive(Clone, Debug)]
 pub struct Autorate {
     rates_kbps: Vec<u32>,
     current: usize,
     enabled: bool,
+    /// Per rate: decisions it must hold before it may step up.
+    probe_wait: Vec<u32>,
+    /// Decisions the current rate has held since it was entered.
+    held: u32,
+    /// The rate a step up left, until the first decision at the new rate.
+    probing_from: Option<usize>,
 }
 
 impl Autorate {
@@ -38,9 +55,12 @@ impl Autorate {
         };
         let current = start.min(rates_kbps.len() - 1);
         Autorate {
+            probe_wait: vec![1; rates_kbps.len()],
             rates_kbps,
             current,
             enabled,
+            held: 0,
+            probing_from: None,
         }
     }
 
@@ -81,13 +101,34 @@ impl Autorate {
         }
         let (up, down) = self.band(self.current);
         let next = if bier > down {
-            self.current - 1
+            Some(self.current - 1)
         } else if bier < up {
-            self.current + 1
+            Some(self.current + 1)
         } else {
+            None
+        };
+        // The first decision after a probe judges it.
+        if let Some(from) = self.probing_from.take() {
+            let w = &mut self.probe_wait[from];
+            *w = if next == Some(from) {
+                (*w * 2).min(MAX_PROBE_WAIT)
+            } else {
+                1
+            };
+        }
+        let next = match next {
+            Some(n) if n > self.current && self.held + 1 < self.probe_wait[self.current] => None,
+            n => n,
+        };
+        let Some(next) = next else {
+            self.held += 1;
             return None;
         };
+        if next > self.current {
+            self.probing_from = Some(self.current);
+        }
         self.current = next;
+        self.held = 0;
         Some(next)
     }
 }
@@ -156,5 +197,32 @@ mod tests {
             })
             .unwrap();
         assert_eq!(a.rate(), best);
+    }
+
+    #[test]
+    fn a_probe_that_is_undone_waits_longer_next_time() {
+        // 36 Mbit/s is clean enough to probe 48, where blocks are half lost.
+        let bier_at = |k: usize| if k >= 6 { 0.5 } else { 0.01 };
+        let mut a = g(5);
+        let mut at_48 = 0;
+        for _ in 0..2000 {
+            let k = a.rate();
+            at_48 += u32::from(k == 6);
+            a.on_burst_end(k, bier_at(k), 8);
+        }
+        // Probes back off to one per MAX_PROBE_WAIT decisions: a handful of the 2000.
+        assert!(at_48 < 20, "{at_48} decisions at 48 Mbit/s");
+        assert_eq!(a.rate(), 5);
+        // A probe that holds resets the wait: the channel improves and 48 stays.
+        let mut b = g(5);
+        for _ in 0..100 {
+            let k = b.rate();
+            b.on_burst_end(k, bier_at(k), 8);
+        }
+        for _ in 0..(MAX_PROBE_WAIT + 2) {
+            let k = b.rate();
+            b.on_burst_end(k, if k == 6 { 0.05 } else { 0.01 }, 8);
+        }
+        assert_eq!(b.rate(), 6);
     }
 }

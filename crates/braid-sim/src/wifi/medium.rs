@@ -4,7 +4,9 @@
 //! a frame waits DIFS after the medium goes idle, then counts down a backoff drawn from
 //! `[0, CW]` in 9 µs slots, frozen while another station sends; the lowest counter sends,
 //! equal counters collide. A frame sent with a MAC ACK (`acked`) is retried on a collision
-//! or a bit error with CW doubled, up to 7 attempts; a frame without one (HTPPR's hare
+//! or a bit error with CW doubled, up to 7 attempts at its rate, or through its multi-rate
+//! retry series when it has one (Atheros hardware, as Madwifi's SampleRate uses it); a
+//! frame without one (HTPPR's hare
 //! packets, whose feedback is on the tortoise) is sent once at CWmin and reaches the
 //! receiver damaged or not at all. Every station hears every other (no hidden terminals),
 //! MAC ACKs at ≤ 24 Mbit/s always get through, and the medium's own SNR to a station is
@@ -40,11 +42,18 @@ pub struct Frame {
     pub rate: usize,
     /// Unicast with a MAC ACK and retries; only whole frames are delivered.
     pub acked: bool,
+    /// Acked frames: the multi-rate retry series, (rate, tries) in order, the first at
+    /// `rate`; `None` retries at `rate` up to [`RETRY_LIMIT`] attempts.
+    pub series: Option<Series>,
 }
+
+/// A multi-rate retry chain: (rate index, tries) per series, as Atheros hardware takes it.
+pub type Series = [(usize, u32); 3];
 
 /// What a station learns when its MAC is done with a frame.
 #[derive(Clone, Copy, Debug)]
 pub struct TxOutcome {
+    /// The rate of the first attempt (the one the station chose).
     pub rate: usize,
     /// Acked frames: whether an attempt was acknowledged. Others: always true.
     pub delivered: bool,
@@ -376,12 +385,16 @@ impl World {
                 self.push(at + frame_us, Event::Deliver(peer, p));
             }
             let mac = &mut self.macs[i];
-            if retry && mac.attempts < RETRY_LIMIT {
+            let next_rate = match &frame.series {
+                Some(series) => rate_of_attempt(series, mac.attempts),
+                None => (mac.attempts < RETRY_LIMIT).then_some(frame.rate),
+            };
+            if let (true, Some(rate)) = (retry, next_rate) {
                 mac.cw = (mac.cw * 2 + 1).min(phy::CW_MAX);
-                mac.frame = Some(frame);
+                mac.frame = Some(Frame { rate, ..frame });
             } else {
                 let outcome = TxOutcome {
-                    rate: frame.rate,
+                    rate: frame.series.map_or(frame.rate, |s| s[0].0),
                     delivered: delivered_ok,
                     attempts: mac.attempts,
                     airtime_us: mac.spent_us,
@@ -464,4 +477,16 @@ impl World {
         };
         (self.members, report)
     }
+}
+
+/// The rate of attempt `n` (0-based) through `series`, or `None` past its last try.
+pub fn rate_of_attempt(series: &Series, n: u32) -> Option<usize> {
+    let mut before = 0;
+    for &(rate, tries) in series {
+        if n < before + tries {
+            return Some(rate);
+        }
+        before += tries;
+    }
+    None
 }

@@ -92,7 +92,29 @@ fn every_system_moves_its_data_over_a_lossy_hare() {
         mbps(&tcp),
         mbps(&hop)
     );
-    assert!(h > mbps(&tcp));
+    // No ranking here: on 300 KB HTPPR's autorate spends much of the run walking down from
+    // 54 Mbit/s, and TCP + SampleRate (with its retry series) is no longer slower at 18 dB.
+    assert!(h > 0.0 && z > 0.0);
+}
+
+/// TCP + SampleRate on the worst link of htppr-fig8: a start at 36 Mbit/s, where every try
+/// fails, must not cost the SYN (with 7 tries at one rate it did, and SYN backoff left TCP
+/// with nothing in 1800 s at 10-13.5 dB).
+#[test]
+fn tcp_with_samplerate_moves_data_at_ten_db() {
+    let len = 300_000u64;
+    let members = pair(
+        Box::new(TcpEnd::sender(len, 5)),
+        Box::new(TcpEnd::receiver(len, 5)),
+        0,
+        10.0,
+        None,
+    );
+    let (_, tcp) = run(members.into(), Errors::Snr, 5, Instant::from_millis(60_000));
+    assert!(tcp.finished, "{tcp:?}");
+    let mbps = len as f64 * 8.0 / tcp.stations[1].done_at.unwrap().as_secs_f64() / 1e6;
+    println!("TCP at 10 dB: {mbps:.2} Mbit/s");
+    assert!(mbps > 0.5, "{mbps}");
 }
 
 #[test]

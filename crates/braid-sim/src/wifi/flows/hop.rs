@@ -101,6 +101,7 @@ impl Station for HopSender {
             overhead: phy::MAC_OVERHEAD + phy::UDP_OVERHEAD,
             rate: self.rate,
             acked,
+            series: None,
         })
     }
 
@@ -187,6 +188,7 @@ impl Station for HopReceiver {
             overhead: phy::MAC_OVERHEAD + phy::UDP_OVERHEAD,
             rate: self.rate,
             acked: true,
+            series: None,
         })
     }
 

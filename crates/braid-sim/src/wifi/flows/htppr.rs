@@ -61,6 +61,7 @@ impl OnHare {
             protected: 0,
             rate: self.rate.choose(now),
             acked: true,
+            series: Some(self.rate.series()),
         })
     }
 
@@ -195,6 +196,7 @@ impl Station for HtpprSender {
             overhead: phy::MAC_OVERHEAD + phy::UDP_OVERHEAD,
             rate: tx.rate,
             acked: false,
+            series: None,
         })
     }
 

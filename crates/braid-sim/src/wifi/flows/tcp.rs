@@ -163,6 +163,7 @@ impl Station for TcpEnd {
             protected: 0,
             rate: self.rate.choose(now),
             acked: true,
+            series: Some(self.rate.series()),
         })
     }
 

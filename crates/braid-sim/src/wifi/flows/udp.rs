@@ -42,6 +42,7 @@ impl Station for UdpSender {
             protected: n,
             rate,
             acked: true,
+            series: None,
         })
     }
 
