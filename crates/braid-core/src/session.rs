@@ -147,6 +147,8 @@ pub struct Session {
     metering_from_peer: bool,
     /// A gateway's caps changed since its last Hello: the next heartbeat is a Hello.
     announce_due: bool,
+    /// When a gateway last sent a Hello (see [`Session::hello_due`]).
+    hello_sent_at: Option<Instant>,
     /// Who lends each path, and revoked lenders (`session/membership.rs`).
     membership: membership::Membership,
 }
@@ -216,6 +218,7 @@ impl Session {
             metering: None,
             metering_from_peer: false,
             announce_due: false,
+            hello_sent_at: None,
             membership: membership::Membership::default(),
         };
         session.rpc = rpc_hook::RpcHook::build(session.config.reordering);
@@ -773,13 +776,37 @@ impl Session {
         p.last_tx().unwrap_or(self.created) + self.config.heartbeat_interval
     }
 
+    /// When an unconfigured gateway's next Hello is due: a heartbeat interval after its last,
+    /// whatever else it sends. Hellos ride on heartbeats, which other traffic defers: a
+    /// gateway that reports every 100 ms (the server's heartbeats give it something to
+    /// report) never sent one again, and a lost first Config left it unconfigured for good
+    /// (the lab's 2%-loss path, once in a CI run).
+    fn hello_due(&self) -> Option<Instant> {
+        (self.role == Role::Gateway && !self.configured).then(|| {
+            self.hello_sent_at
+                .map_or(self.created, |t| t + self.config.heartbeat_interval)
+        })
+    }
+
     fn poll_heartbeat(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let first_tx = |p: &Path| p.last_tx().is_none();
-        let pi = self
+        let due = self
             .paths
             .iter()
-            .position(|p| first_tx(p) || self.heartbeat_due(p) <= now)?;
+            .position(|p| first_tx(p) || self.heartbeat_due(p) <= now);
+        let hello_now = self.hello_due().is_some_and(|t| t <= now);
+        let pi = match due {
+            Some(pi) => pi,
+            None if hello_now => self.paths.iter().position(Path::is_live).unwrap_or(0),
+            None => return None,
+        };
+        if self.paths.is_empty() {
+            return None;
+        }
         let hello = !self.configured || self.announce_due;
+        if hello && self.role == Role::Gateway {
+            self.hello_sent_at = Some(now);
+        }
         self.announce_due = false;
         let announcement = self.metering_announcement(now).filter(|_| hello);
         let msg = if hello {
@@ -852,6 +879,7 @@ impl Session {
         for p in &self.paths {
             consider(Some(self.heartbeat_due(p)));
         }
+        consider(self.hello_due());
         for i in 0..self.paths.len() {
             // Only a live path has a deadline (and its timeout scans the other paths).
             if self.paths[i].rx_live() {

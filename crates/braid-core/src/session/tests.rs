@@ -242,6 +242,31 @@ fn reports_carry_delay_loss_and_rtt_estimates() {
 }
 
 #[test]
+fn a_lost_config_is_asked_for_again_while_the_gateway_is_busy_reporting() {
+    // The server's first Config is lost; its heartbeats then keep the gateway reporting
+    // every 100 ms, which defers the gateway's heartbeats (and the Hellos they carry).
+    let mut net = Net::new(
+        config(),
+        vec![Pipe::new(20, None)],
+        vec![Pipe::new(20, None)],
+    );
+    net.down[0].down = true;
+    net.run_until(net.at(30));
+    net.down[0].down = false;
+    // A packet from the LAN puts the gateway's next heartbeat after the server's.
+    net.run_until(net.at(50));
+    net.gw.send(net.now, &packet(0, 100)).unwrap();
+    net.run_until(net.at(2000));
+    assert!(
+        net.gw_events
+            .iter()
+            .any(|e| matches!(e, Event::Configured { .. })),
+        "{:?}",
+        net.gw_events
+    );
+}
+
+#[test]
 fn a_download_keeps_the_senders_rtt_of_every_path_current() {
     // A download: the server sends, the gateway acknowledges. The server's RTT of a path is measured
     // by the echo in a report the gateway sends on that path, so the gateway must rotate
