@@ -50,16 +50,16 @@ fn handshake(sock: &UdpSocket, key: PrivateKey, server: &PrivateKey, seed: u8) -
         Duration::from_secs(1_700_000_000),
         Seed::from_u64(u64::from(seed)),
     );
-    let mut g = Gateway::new(config, &[0], now).unwrap();
+    let mut g = Gateway::new(config, &[0], now).expect("a gateway endpoint");
     let mut buf = [0u8; 2048];
     while let Some(t) = g.poll_transmit(now, &mut buf) {
-        sock.send(&buf[..t.len]).unwrap();
+        sock.send(&buf[..t.len]).expect("a handshake sent");
     }
     // The server answers an allowed key; a stranger gets nothing.
     if let Ok(n) = sock.recv(&mut buf) {
         let _ = g.handle(now, 0, &mut buf[..n]);
         while let Some(t) = g.poll_transmit(now, &mut buf) {
-            sock.send(&buf[..t.len]).unwrap();
+            sock.send(&buf[..t.len]).expect("a handshake sent");
         }
     }
     g
