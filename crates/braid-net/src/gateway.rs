@@ -101,23 +101,7 @@ impl Gateway {
     pub fn new(cfg: GatewayConfig, mtu: u16, shared: Shared) -> Result<Gateway, DaemonError> {
         let clock = Clock::start();
         let now = clock.now();
-        let sec = if cfg.plaintext {
-            GatewaySecurity::Plaintext
-        } else {
-            let key = config::load_private_key(&cfg.file, &cfg.private_key_file)?;
-            let server = config::parse_public_key(&cfg.server_public_key)
-                .map_err(|e| DaemonError::Setup(format!("{}: server.public_key: {e}", cfg.file)))?;
-            let seed = braid_secure::Seed::from_os()
-                .map_err(|e| DaemonError::Setup(format!("no random numbers: {e}")))?;
-            let mut sc = braid_secure::GatewayConfig::new(key, server, Clock::unix_time(), seed);
-            sc.max_paths = cfg.uplinks.len();
-            sc.payload = crate::secure::gateway_payload(cfg.uplinks.len() as u8, &cfg.tun);
-            let ids: Vec<PathId> = (0..cfg.uplinks.len()).map(|i| i as PathId).collect();
-            GatewaySecurity::Noise(Box::new(
-                braid_secure::Gateway::new(sc, &ids, now)
-                    .map_err(|e| DaemonError::Setup(format!("security: {e}")))?,
-            ))
-        };
+        let sec = crate::secure::gateway_security(&cfg, now)?;
         let poll = Poll::new()?;
         let tun = Tun::open(&cfg.tun, mtu, None).map_err(|e| DaemonError::Tun {
             name: cfg.tun.clone(),

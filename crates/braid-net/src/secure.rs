@@ -16,7 +16,9 @@ use braid_secure::{
     DATA_HEADER_LEN, DATA_OVERHEAD, MAX_HANDSHAKE_LEN,
 };
 
+use crate::config::{self, GatewayConfig, ServerConfig};
 use crate::status::Drops;
+use crate::DaemonError;
 
 /// The version byte of the handshake payload a gateway sends.
 const PAYLOAD_VERSION: u8 = 1;
@@ -34,6 +36,52 @@ pub fn payload_paths(payload: &[u8]) -> u8 {
         [PAYLOAD_VERSION, n, ..] => (*n).max(1),
         _ => 1,
     }
+}
+
+/// The gateway's security from its config: its key, the server's, and the handshake
+/// payload. The tunnel and the split-TCP channel each run a session keyed so.
+pub fn gateway_security(cfg: &GatewayConfig, now: Instant) -> Result<GatewaySecurity, DaemonError> {
+    if cfg.plaintext {
+        return Ok(GatewaySecurity::Plaintext);
+    }
+    let key = config::load_private_key(&cfg.file, &cfg.private_key_file)?;
+    let server = config::parse_public_key(&cfg.server_public_key)
+        .map_err(|e| DaemonError::Setup(format!("{}: server.public_key: {e}", cfg.file)))?;
+    let seed = braid_secure::Seed::from_os()
+        .map_err(|e| DaemonError::Setup(format!("no random numbers: {e}")))?;
+    let mut sc =
+        braid_secure::GatewayConfig::new(key, server, crate::clock::Clock::unix_time(), seed);
+    sc.max_paths = cfg.uplinks.len();
+    sc.payload = gateway_payload(cfg.uplinks.len() as u8, &cfg.tun);
+    let ids: Vec<PathId> = (0..cfg.uplinks.len()).map(|i| i as PathId).collect();
+    Ok(GatewaySecurity::Noise(Box::new(
+        braid_secure::Gateway::new(sc, &ids, now)
+            .map_err(|e| DaemonError::Setup(format!("security: {e}")))?,
+    )))
+}
+
+/// The server's security from its config: its key and the gateways' keys.
+pub fn server_security(cfg: &ServerConfig, now: Instant) -> Result<ServerSecurity, DaemonError> {
+    if cfg.plaintext {
+        return Ok(ServerSecurity::Plaintext);
+    }
+    let key = config::load_private_key(&cfg.file, &cfg.private_key_file)?;
+    let mut peers = Vec::with_capacity(cfg.peers.len());
+    for p in &cfg.peers {
+        peers.push(config::parse_public_key(&p.public_key).map_err(|e| {
+            DaemonError::Setup(format!(
+                "{}: gateway '{}': public_key: {e}",
+                cfg.file, p.name
+            ))
+        })?);
+    }
+    let seed = braid_secure::Seed::from_os()
+        .map_err(|e| DaemonError::Setup(format!("no random numbers: {e}")))?;
+    let sc = braid_secure::ServerConfig::new(key, peers, seed);
+    Ok(ServerSecurity::Noise(Box::new(
+        braid_secure::Server::new(sc, now)
+            .map_err(|e| DaemonError::Setup(format!("{}: {e}", cfg.file)))?,
+    )))
 }
 
 /// Counts a dropped datagram under its reason.

@@ -57,6 +57,10 @@ pub struct SenderPath {
     /// Smallest and latest RTT samples (the queue estimate of [`super::StreamConfig::random_loss`]).
     pub min_rtt: Option<Duration>,
     pub latest_rtt: Duration,
+    /// The window and RTO before the first T3 expiry of a run of them, restored if the
+    /// expiry proves spurious (Eifel's response, RFC 4015): until an acknowledgement of
+    /// data sent after it settles the question.
+    pub undo: Option<(Window, RtoEstimator)>,
 }
 
 impl SenderPath {
@@ -74,6 +78,7 @@ impl SenderPath {
             heartbeat_due: false,
             min_rtt: None,
             latest_rtt: Duration::ZERO,
+            undo: None,
         }
     }
 

@@ -28,6 +28,10 @@ pub struct SenderStats {
     pub retransmitted_chunks: u64,
     pub failures: u64,
     pub revivals: u64,
+    /// T3 expiries undone: a chunk they marked lost was acknowledged before it was sent
+    /// again, so the original arrived (RFC 4015's detection, with the retransmission queue
+    /// in place of timestamps).
+    pub spurious_timeouts: u64,
 }
 
 #[derive(Debug)]
@@ -299,7 +303,18 @@ impl StreamSender {
             }
             if s.lost {
                 self.retransmit.remove(&tsn);
+                if !s.retransmitted {
+                    if let Some((window, rto)) = path.undo.take() {
+                        path.window = window;
+                        path.rto = rto;
+                        self.stats.spurious_timeouts += 1;
+                    }
+                }
                 continue;
+            }
+            if !s.retransmitted {
+                // Data sent after the expiry arrived: it stands.
+                path.undo = None;
             }
             path.flight -= s.payload.len() as u64;
             path.outstanding.remove(&s.psn);
@@ -447,6 +462,9 @@ impl StreamSender {
             // RFC 4960 §6.3.3: back off, one MTU of window, everything on the path is lost.
             self.stats.timeouts += 1;
             path.t3 = None;
+            if path.undo.is_none() {
+                path.undo = Some((path.window, path.rto));
+            }
             path.rto.back_off();
             path.window.on_timeout();
             path.recover_psn = None;

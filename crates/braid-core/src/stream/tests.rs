@@ -651,6 +651,37 @@ fn a_path_fails_on_its_first_rto_and_an_ack_of_its_data_revives_it() {
 }
 
 #[test]
+fn an_expiry_whose_chunks_arrive_after_all_is_undone() {
+    let mut s = eight_out(FastRetransmit::SackDriven, Failover::Osctp);
+    let mut t = eight_out(FastRetransmit::SackDriven, Failover::Osctp);
+    let before = s.cwnd(0);
+    for x in [&mut s, &mut t] {
+        // Path 1's chunks acknowledged; path 0's are late and its RTO expires.
+        sack(
+            x,
+            Instant::from_millis(100),
+            0,
+            &[(1, 2), (3, 4), (5, 6), (7, 8)],
+        );
+        x.handle_timeout(Instant::from_millis(1000));
+        assert_eq!(x.cwnd(0), 1200);
+    }
+    // Path 0's originals arrive before they were sent again: the expiry was spurious.
+    sack(&mut s, Instant::from_millis(1010), 8, &[]);
+    assert_eq!((s.cwnd(0), s.stats().spurious_timeouts), (before, 1));
+    assert!(!s.is_failed(0));
+    // Sent again first, the acknowledgement is ambiguous: the expiry stands.
+    let mut buf = Vec::new();
+    while t
+        .poll_transmit(Instant::from_millis(1000), &mut buf)
+        .is_some()
+    {}
+    sack(&mut t, Instant::from_millis(1010), 8, &[]);
+    assert_eq!(t.stats().spurious_timeouts, 0);
+    assert!(t.cwnd(0) < before);
+}
+
+#[test]
 fn a_heartbeat_answer_revives_a_failed_path() {
     let mut s = eight_out(FastRetransmit::SackDriven, Failover::Osctp);
     sack(

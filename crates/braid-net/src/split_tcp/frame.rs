@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! frame   = kind:u8 conn:u32 len:u16 payload[len]      (big-endian)
-//! OPEN    gateway -> server: payload = 4 address bytes, port:u16 (IPv4 destination)
+//! OPEN    gateway -> server: payload = address (4 bytes IPv4, 16 IPv6), port:u16
 //! DATA    payload = the connection's bytes
 //! FIN     no payload: this side's TCP peer finished sending
 //! RESET   no payload: abort (destination refused, a side reset or failed)
@@ -12,7 +12,7 @@
 //! Parsing never panics: [`Frames`] takes whatever bytes the stream delivers and yields
 //! whole frames.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Header bytes before a frame's payload.
 pub const HEADER: usize = 7;
@@ -25,10 +25,21 @@ const FIN: u8 = 3;
 const RESET: u8 = 4;
 const CREDIT: u8 = 5;
 
+/// OPEN's payload to an IPv4 and to an IPv6 destination.
+const OPEN_V4: usize = 6;
+const OPEN_V6: usize = 18;
+
+fn open_len(to: &SocketAddr) -> usize {
+    match to {
+        SocketAddr::V4(_) => OPEN_V4,
+        SocketAddr::V6(_) => OPEN_V6,
+    }
+}
+
 /// One frame, borrowing DATA's payload.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Frame<'a> {
-    Open { conn: u32, to: SocketAddrV4 },
+    Open { conn: u32, to: SocketAddr },
     Data { conn: u32, bytes: &'a [u8] },
     Fin { conn: u32 },
     Reset { conn: u32 },
@@ -50,7 +61,7 @@ impl Frame<'_> {
     pub fn wire_len(&self) -> usize {
         HEADER
             + match self {
-                Frame::Open { .. } => 6,
+                Frame::Open { to, .. } => open_len(to),
                 Frame::Data { bytes, .. } => bytes.len(),
                 Frame::Fin { .. } | Frame::Reset { .. } => 0,
                 Frame::Credit { .. } => 4,
@@ -71,7 +82,10 @@ impl Frame<'_> {
         out.extend_from_slice(&((self.wire_len() - HEADER) as u16).to_be_bytes());
         match self {
             Frame::Open { to, .. } => {
-                out.extend_from_slice(&to.ip().octets());
+                match to.ip() {
+                    IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
+                    IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
+                }
                 out.extend_from_slice(&to.port().to_be_bytes());
             }
             Frame::Data { bytes, .. } => out.extend_from_slice(bytes),
@@ -89,7 +103,8 @@ impl Frame<'_> {
         let conn = u32::from_be_bytes([b[1], b[2], b[3], b[4]]);
         let len = usize::from(u16::from_be_bytes([b[5], b[6]]));
         let want = match kind {
-            OPEN => Some(6),
+            OPEN if len == OPEN_V6 => Some(OPEN_V6),
+            OPEN => Some(OPEN_V4),
             DATA => None,
             FIN | RESET => Some(0),
             CREDIT => Some(4),
@@ -103,13 +118,17 @@ impl Frame<'_> {
         }
         let p = &b[HEADER..HEADER + len];
         let frame = match kind {
-            OPEN => Frame::Open {
-                conn,
-                to: SocketAddrV4::new(
-                    Ipv4Addr::new(p[0], p[1], p[2], p[3]),
-                    u16::from_be_bytes([p[4], p[5]]),
-                ),
-            },
+            OPEN => {
+                let (a, port) = p.split_at(len - 2);
+                let ip = match <[u8; 16]>::try_from(a) {
+                    Ok(v6) => IpAddr::V6(Ipv6Addr::from(v6)),
+                    Err(_) => IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3])),
+                };
+                Frame::Open {
+                    conn,
+                    to: SocketAddr::new(ip, u16::from_be_bytes([port[0], port[1]])),
+                }
+            }
             DATA => Frame::Data { conn, bytes: p },
             FIN => Frame::Fin { conn },
             RESET => Frame::Reset { conn },
@@ -138,6 +157,10 @@ mod tests {
             Frame::Data {
                 conn: 7,
                 bytes: b"GET / HTTP/1.1\r\n",
+            },
+            Frame::Open {
+                conn: 8,
+                to: "[2001:db8::2]:443".parse().unwrap(),
             },
             Frame::Fin { conn: 7 },
             Frame::Reset { conn: u32::MAX },
@@ -171,6 +194,14 @@ mod tests {
             Err(FrameError::BadLength { kind: FIN, len: 2 })
         );
         assert!(Frame::parse(&[DATA, 0, 0, 0, 1, 0xff, 0xff]).is_err());
+        assert_eq!(
+            Frame::parse(&[OPEN, 0, 0, 0, 1, 0, 10]),
+            Err(FrameError::BadLength {
+                kind: OPEN,
+                len: 10
+            }),
+            "an OPEN is 6 or 18 bytes"
+        );
     }
 
     proptest! {

@@ -11,8 +11,9 @@
 //! - [`redirect`]: the gateway's nftables table and `SO_ORIGINAL_DST`.
 //!
 //! The stream's datagrams travel on their own UDP port (the server's listen port + 1),
-//! from one socket per uplink bound like the tunnel's. docs/architecture.md gives the
-//! connection setup and its round trips.
+//! from one socket per uplink bound like the tunnel's, in a braid-secure session of their
+//! own keyed by the daemons' keys ([`service`]). docs/architecture.md gives the connection
+//! setup and its round trips.
 
 pub mod frame;
 pub mod redirect;
@@ -60,25 +61,19 @@ impl SplitTcp {
         }
         let table = redirect::table_name(&cfg.tun);
         let bindings = cfg.uplinks.iter().map(|u| u.binding.clone()).collect();
-        let mut lp = service::GatewayLoop::new(bindings, port_beside(cfg.server_endpoint))
+        let sec = crate::secure::gateway_security(cfg, crate::clock::Clock::start().now())?;
+        let mut lp = service::GatewayLoop::new(bindings, port_beside(cfg.server_endpoint), sec)
             .map_err(|e| DaemonError::Setup(format!("split-TCP listener: {e}")))?;
-        let port = lp.port()?;
-        let routes: Vec<ipnet::Ipv4Net> = cfg
-            .routes
-            .iter()
-            .filter_map(|r| match r {
-                ipnet::IpNet::V4(n) => Some(*n),
-                ipnet::IpNet::V6(_) => None,
-            })
-            .collect();
-        let rules = redirect::ruleset(&table, &cfg.tun, &routes, &classes, port)
+        let ports = lp.ports()?;
+        let rules = redirect::ruleset(&table, &cfg.tun, &cfg.routes, &classes, ports)
             .map_err(|e| DaemonError::Setup(format!("{}: {e}", cfg.file)))?;
         let redirect = redirect::Redirect::install(&table, &rules)
             .map_err(|e| DaemonError::Setup(format!("split-TCP needs nftables: {e}")))?;
         let (stop, thread) = service::spawn("braid-split-tcp", move |stop| lp.run(stop))?;
         tracing::info!(
             table,
-            port,
+            port = ports.v4,
+            port6 = ports.v6,
             classes = classes.len(),
             "split-TCP redirect installed"
         );
@@ -95,7 +90,8 @@ impl SplitTcp {
             return Ok(None);
         }
         let at = port_beside(cfg.listen);
-        let mut lp = service::ServerLoop::new(at)
+        let sec = crate::secure::server_security(cfg, crate::clock::Clock::start().now())?;
+        let mut lp = service::ServerLoop::new(at, sec)
             .map_err(|e| DaemonError::Setup(format!("split-TCP socket {at}: {e}")))?;
         let (stop, thread) = service::spawn("braid-split-tcp", move |stop| lp.run(stop))?;
         tracing::info!(listen = %at, "split-TCP relay listening");

@@ -5,7 +5,7 @@
 //! The table is named after the TUN device, so a gateway that was killed leaves a table the
 //! next start replaces before anything else ([`Redirect::install`]); a clean exit deletes it.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::AsRawFd;
 
 use braid_core::class::{ClassConfig, Protocol};
@@ -15,24 +15,44 @@ pub fn table_name(tun: &str) -> String {
     format!("braid_split_{}", tun.replace(['-', '.'], "_"))
 }
 
-/// The ruleset: in prerouting, TCP from anywhere but the tunnel towards the routed IPv4
-/// prefixes, matching a split-TCP class, goes to `port` on this host. A class's ports are
-/// matched as destination ports, its DSCP values as IPv4 DSCP.
+/// The listener ports the redirect sends to: one per address family (the IPv6 listener
+/// is IPv6-only, so each connection's family is its listener's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ports {
+    pub v4: u16,
+    pub v6: Option<u16>,
+}
+
+/// The ruleset: in prerouting, TCP from anywhere but the tunnel towards the routed
+/// prefixes (IPv4 and IPv6), matching a split-TCP class, goes to the listener of its
+/// family on this host. A class's ports are matched as destination ports, its DSCP values
+/// as the IP header's DSCP.
 pub fn ruleset(
     table: &str,
     tun: &str,
-    routes: &[ipnet::Ipv4Net],
+    routes: &[ipnet::IpNet],
     classes: &[&ClassConfig],
-    port: u16,
+    ports: Ports,
 ) -> Result<String, String> {
     if routes.is_empty() {
-        return Err("split-TCP needs at least one IPv4 prefix in interface.routes".into());
+        return Err("split-TCP needs at least one prefix in interface.routes".into());
     }
-    let daddr = routes
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ");
+    let join = |v6: bool| {
+        routes
+            .iter()
+            .filter(|r| matches!(r, ipnet::IpNet::V6(_)) == v6)
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut families = vec![("ip", join(false), ports.v4)];
+    let v6 = join(true);
+    if !v6.is_empty() {
+        let Some(p6) = ports.v6 else {
+            return Err("interface.routes has IPv6 prefixes but this host has no IPv6 for the split-TCP listener".into());
+        };
+        families.push(("ip6", v6, p6));
+    }
     let mut rules = String::new();
     for c in classes {
         if c.matcher.protocol.is_some_and(|p| p != Protocol::Tcp) {
@@ -41,27 +61,33 @@ pub fn ruleset(
                 c.name
             ));
         }
-        let mut rule = format!("    iifname != \"{tun}\" ip daddr {{ {daddr} }} meta l4proto tcp");
-        if !c.matcher.ports.is_empty() {
-            let ports: Vec<String> = c
-                .matcher
-                .ports
-                .iter()
-                .map(|r| {
-                    if r.low == r.high {
-                        r.low.to_string()
-                    } else {
-                        format!("{}-{}", r.low, r.high)
-                    }
-                })
-                .collect();
-            rule += &format!(" tcp dport {{ {} }}", ports.join(", "));
+        for (family, daddr, port) in &families {
+            if daddr.is_empty() {
+                continue;
+            }
+            let mut rule =
+                format!("    iifname != \"{tun}\" {family} daddr {{ {daddr} }} meta l4proto tcp");
+            if !c.matcher.ports.is_empty() {
+                let ports: Vec<String> = c
+                    .matcher
+                    .ports
+                    .iter()
+                    .map(|r| {
+                        if r.low == r.high {
+                            r.low.to_string()
+                        } else {
+                            format!("{}-{}", r.low, r.high)
+                        }
+                    })
+                    .collect();
+                rule += &format!(" tcp dport {{ {} }}", ports.join(", "));
+            }
+            if !c.matcher.dscp.is_empty() {
+                let d: Vec<String> = c.matcher.dscp.iter().map(ToString::to_string).collect();
+                rule += &format!(" {family} dscp {{ {} }}", d.join(", "));
+            }
+            rules += &format!("{rule} counter redirect to :{port}\n");
         }
-        if !c.matcher.dscp.is_empty() {
-            let d: Vec<String> = c.matcher.dscp.iter().map(ToString::to_string).collect();
-            rule += &format!(" ip dscp {{ {} }}", d.join(", "));
-        }
-        rules += &format!("{rule} counter redirect to :{port}\n");
     }
     Ok(format!(
         "table inet {table} {{\n  chain prerouting {{\n    type nat hook prerouting priority dstnat; policy accept;\n{rules}  }}\n}}\n"
@@ -96,31 +122,47 @@ fn remove(table: &str) {
     let _ = crate::system::nft(&format!("delete table inet {table}\n"));
 }
 
-/// Where a redirected connection was going (netfilter's `SO_ORIGINAL_DST`).
-pub fn original_destination(s: &impl AsRawFd) -> std::io::Result<SocketAddrV4> {
-    /// linux/netfilter_ipv4.h.
+/// Where a redirected connection was going: netfilter's `SO_ORIGINAL_DST` for an IPv4
+/// socket, `IP6T_SO_ORIGINAL_DST` for an IPv6 one (the family is the listener's).
+pub fn original_destination(s: &(impl AsRawFd + ?Sized), v6: bool) -> std::io::Result<SocketAddr> {
+    /// linux/netfilter_ipv4.h and linux/netfilter_ipv6/ip6_tables.h: both 80.
     const SO_ORIGINAL_DST: libc::c_int = 80;
+    if v6 {
+        // SAFETY: sockaddr_in6 is plain old data; all-zero is a valid value.
+        let mut addr: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+        getsockopt(s, libc::SOL_IPV6, SO_ORIGINAL_DST, &mut addr)?;
+        return Ok(SocketAddr::V6(SocketAddrV6::new(
+            Ipv6Addr::from(addr.sin6_addr.s6_addr),
+            u16::from_be(addr.sin6_port),
+            0,
+            0,
+        )));
+    }
     // SAFETY: sockaddr_in is plain old data; all-zero is a valid value.
     let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: the fd is a live socket owned by `s`; `addr` and `len` point to a
-    // sockaddr_in and its size, which the kernel writes at most.
-    let r = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::SOL_IP,
-            SO_ORIGINAL_DST,
-            (&mut addr as *mut libc::sockaddr_in).cast(),
-            &mut len,
-        )
-    };
+    getsockopt(s, libc::SOL_IP, SO_ORIGINAL_DST, &mut addr)?;
+    Ok(SocketAddr::V4(SocketAddrV4::new(
+        Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr)),
+        u16::from_be(addr.sin_port),
+    )))
+}
+
+/// `getsockopt` of a plain-old-data `T`.
+fn getsockopt<T>(
+    s: &(impl AsRawFd + ?Sized),
+    level: libc::c_int,
+    name: libc::c_int,
+    out: &mut T,
+) -> std::io::Result<()> {
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: the fd is a live socket owned by `s`; `out` and `len` point to a T and its
+    // size, which the kernel writes at most.
+    let r =
+        unsafe { libc::getsockopt(s.as_raw_fd(), level, name, (out as *mut T).cast(), &mut len) };
     if r != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(SocketAddrV4::new(
-        Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr)),
-        u16::from_be(addr.sin_port),
-    ))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -158,12 +200,16 @@ mod tests {
                 },
             ],
         );
+        let ports = Ports {
+            v4: 4321,
+            v6: Some(4322),
+        };
         let r = ruleset(
             "braid_split_braid0",
             "braid0",
             &["10.1.0.0/24".parse().unwrap()],
             &[&c],
-            4321,
+            ports,
         )
         .unwrap();
         assert!(r.starts_with("table inet braid_split_braid0 {"), "{r}");
@@ -171,14 +217,30 @@ mod tests {
             r.contains("iifname != \"braid0\" ip daddr { 10.1.0.0/24 } meta l4proto tcp tcp dport { 80, 5200-5210 } counter redirect to :4321"),
             "{r}"
         );
+        assert!(!r.contains("ip6"), "no IPv6 prefix, no IPv6 rule: {r}");
+        let mut dscp = c.clone();
+        dscp.matcher.dscp = vec![46];
+        let routes = [
+            "10.1.0.0/24".parse().unwrap(),
+            "2001:db8:1::/64".parse().unwrap(),
+        ];
+        let r = ruleset("t", "braid0", &routes, &[&dscp], ports).unwrap();
+        assert!(
+            r.contains("iifname != \"braid0\" ip6 daddr { 2001:db8:1::/64 } meta l4proto tcp tcp dport { 80, 5200-5210 } ip6 dscp { 46 } counter redirect to :4322"),
+            "{r}"
+        );
+        assert!(r.contains("ip daddr { 10.1.0.0/24 }"), "{r}");
+        let no_v6 = Ports { v4: 1, v6: None };
+        assert!(ruleset("t", "braid0", &routes, &[&dscp], no_v6).is_err());
     }
 
     #[test]
     fn udp_classes_and_missing_routes_are_refused() {
         let udp = class(Some(Protocol::Udp), vec![]);
-        let e = ruleset("t", "braid0", &["10.0.0.0/8".parse().unwrap()], &[&udp], 1).unwrap_err();
+        let p = Ports { v4: 1, v6: None };
+        let e = ruleset("t", "braid0", &["10.0.0.0/8".parse().unwrap()], &[&udp], p).unwrap_err();
         assert!(e.contains("TCP only"), "{e}");
         let tcp = class(None, vec![]);
-        assert!(ruleset("t", "braid0", &[], &[&tcp], 1).is_err());
+        assert!(ruleset("t", "braid0", &[], &[&tcp], p).is_err());
     }
 }

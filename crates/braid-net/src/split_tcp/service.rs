@@ -2,18 +2,27 @@
 //! redirect listener, the relayed connections and one UDP socket per uplink; at the server
 //! one UDP socket, a session per gateway and the connections to the destinations.
 //!
-//! Every datagram carries an envelope before its stream chunk:
+//! The channel is keyed like the tunnel: each loop runs its own braid-secure endpoint
+//! (Noise IK with the daemons' static keys, ChaCha20-Poly1305 per datagram, per-path
+//! replay windows; docs/security.md) on the split-TCP port, a session of its own beside
+//! the tunnel's. Every datagram is a braid-secure datagram; inside its encryption an
+//! envelope comes before the stream chunk:
 //!
 //! ```text
-//! magic:u8=0xB7 flags:u8 paths:u8 path:u8 session:u64   chunk (braid_core::stream::chunk), or none
+//! magic:u8=0xB7 flags:u8 path:u8 paths:u8 session:u32   chunk (braid_core::stream::chunk), or none
 //! ```
 //!
-//! `session` is the gateway's random id for this run; `path` the gateway uplink the
-//! datagram crossed (the server answers to the address it last heard on that path). A
-//! gateway sends NEW until the server has answered; the server starts a session only on
-//! NEW and answers anything else it does not know with GONE, which makes the gateway reset
-//! its connections and start over (the server restarted). A chunk-less datagram is the
-//! gateway's keepalive, every second on every uplink.
+//! `session` is the braid-secure session (with `plaintext = true`, a random id per
+//! gateway run, and the envelope is all there is; path and session sit where the tunnel's
+//! plaintext header has them); `path` the gateway uplink the datagram crossed (the server
+//! answers to the address it last heard on that path). A gateway sends NEW until the
+//! server has answered; the server starts a session only on an authenticated NEW and
+//! answers anything else it does not know with GONE, which makes the gateway reset its
+//! connections and start over. A chunk-less datagram is the gateway's keepalive, every
+//! second on every uplink, which the server echoes: a gateway that hears nothing for
+//! [`SERVER_SILENCE`] handshakes again (the server restarted and forgot the keys).
+//! Nothing that fails authentication reaches a session: no connection is opened for it,
+//! and it is counted and logged.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -22,43 +31,54 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use braid_core::{Instant, PathId};
+use braid_secure::MAX_HANDSHAKE_LEN;
 use mio::net::{TcpListener, TcpStream, UdpSocket};
 use mio::{Events, Interest, Poll, Token};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::redirect::original_destination;
+use super::redirect::{original_destination, Ports};
 use super::session::{Conn, Request, Session};
 use crate::clock::Clock;
 use crate::config::Binding;
+use crate::secure::{GatewaySecurity, Opened, ServerSecurity};
+use crate::status::Drops;
 
 const MAGIC: u8 = 0xB7;
 const NEW: u8 = 1;
 const GONE: u8 = 2;
 /// Envelope bytes before the chunk.
-pub const ENVELOPE: usize = 12;
+pub const ENVELOPE: usize = 8;
 /// The loop wakes at least this often (to see the stop flag).
 const TICK: Duration = Duration::from_millis(50);
 /// Gateway keepalives, per uplink.
 const KEEPALIVE: Duration = Duration::from_secs(1);
+/// A gateway that hears nothing authenticated from the server this long handshakes again
+/// (as the tunnel's gateway does).
+pub const SERVER_SILENCE: Duration = Duration::from_secs(5);
 /// A server session silent this long is dropped with its connections.
 const IDLE: Duration = Duration::from_secs(60);
 /// The sessions' state is logged this often at debug level.
 const DEBUG_EVERY: Duration = Duration::from_secs(1);
+/// Refused datagrams are logged at most this often (a flood makes one line).
+const REFUSED_LOG_EVERY: Duration = Duration::from_secs(10);
+/// Handshakes a second above which the server asks for cookies first (as the tunnel's).
+const HANDSHAKES_UNDER_LOAD: u32 = 200;
 /// Relayed connections per session at most; more are refused.
 const MAX_CONNS: usize = 4096;
 /// UDP socket buffers: a window of the fastest lab path's bursts.
 const UDP_BUFFER: usize = 4 << 20;
 
 const LISTENER: Token = Token(0);
-const UDP0: usize = 1;
+const LISTENER6: Token = Token(1);
+const UDP0: usize = 2;
 const CONN0: usize = 64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Envelope {
     flags: u8,
-    paths: u8,
     path: PathId,
-    session: u64,
+    paths: u8,
+    session: u32,
 }
 
 impl Envelope {
@@ -66,21 +86,69 @@ impl Envelope {
         if b.len() < ENVELOPE || b[0] != MAGIC {
             return None;
         }
-        let mut id = [0u8; 8];
-        id.copy_from_slice(&b[4..12]);
         let e = Envelope {
             flags: b[1],
-            paths: b[2],
-            path: b[3],
-            session: u64::from_be_bytes(id),
+            path: b[2],
+            paths: b[3],
+            session: u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
         };
         (e.paths > 0 && e.path < e.paths).then_some((e, &b[ENVELOPE..]))
     }
 
     fn emit(&self, out: &mut Vec<u8>) {
-        out.clear();
-        out.extend_from_slice(&[MAGIC, self.flags, self.paths, self.path]);
+        out.extend_from_slice(&[MAGIC, self.flags, self.path, self.paths]);
         out.extend_from_slice(&self.session.to_be_bytes());
+    }
+}
+
+/// `out` becomes the envelope and `chunk` at `headroom`, with `overhead` bytes of room in
+/// all for the security layer; the plaintext's length.
+fn pack(out: &mut Vec<u8>, headroom: usize, overhead: usize, e: &Envelope, chunk: &[u8]) -> usize {
+    out.clear();
+    out.resize(headroom, 0);
+    e.emit(out);
+    out.extend_from_slice(chunk);
+    let len = out.len() - headroom;
+    out.resize(out.len() + overhead - headroom, 0);
+    len
+}
+
+/// Datagrams the security layer refused, logged when they grow (at most every
+/// [`REFUSED_LOG_EVERY`]).
+#[derive(Debug, Default)]
+struct Refused {
+    drops: Drops,
+    logged: u64,
+    next_log: Option<Instant>,
+}
+
+impl Refused {
+    fn count(&mut self, e: &braid_secure::Dropped) {
+        crate::secure::count(&mut self.drops, e);
+    }
+
+    fn total(&self) -> u64 {
+        let d = &self.drops;
+        d.unauthenticated + d.replayed + d.unknown_session + d.unknown_key + d.engine_rejected
+    }
+
+    fn log(&mut self, now: Instant) {
+        let total = self.total();
+        if total == self.logged || self.next_log.is_some_and(|t| now < t) {
+            return;
+        }
+        self.logged = total;
+        self.next_log = Some(now + REFUSED_LOG_EVERY);
+        let d = &self.drops;
+        tracing::warn!(
+            total,
+            unauthenticated = d.unauthenticated,
+            unknown_key = d.unknown_key,
+            unknown_session = d.unknown_session,
+            replayed = d.replayed,
+            rejected = d.engine_rejected,
+            "split-TCP: datagrams refused (no connection is opened for them)"
+        );
     }
 }
 
@@ -96,11 +164,22 @@ fn udp_socket(bind: SocketAddr, device: Option<&str>) -> std::io::Result<UdpSock
     Ok(UdpSocket::from_std(s.into()))
 }
 
+/// The IPv6 listener on an ephemeral port, IPv6 only (IPv4 has its own listener).
+fn listener_v6() -> std::io::Result<TcpListener> {
+    let s = Socket::new(Domain::IPV6, Type::STREAM, Some(Protocol::TCP))?;
+    s.set_only_v6(true)?;
+    s.set_reuse_address(true)?;
+    s.set_nonblocking(true)?;
+    s.bind(&SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0)).into())?;
+    s.listen(1024)?;
+    Ok(TcpListener::from_std(s.into()))
+}
+
 /// Reads every waiting datagram of `sock`, calling `f(from, bytes)`.
-fn drain(sock: &UdpSocket, buf: &mut [u8], mut f: impl FnMut(SocketAddr, &[u8])) {
+fn drain(sock: &UdpSocket, buf: &mut [u8], mut f: impl FnMut(SocketAddr, &mut [u8])) {
     loop {
         match sock.recv_from(buf) {
-            Ok((n, from)) => f(from, &buf[..n]),
+            Ok((n, from)) => f(from, &mut buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return,
         }
@@ -112,51 +191,83 @@ pub struct GatewayLoop {
     poll: Poll,
     clock: Clock,
     listener: TcpListener,
+    /// The IPv6 listener (IPv6-only), when the host has IPv6.
+    listener6: Option<TcpListener>,
     bindings: Vec<Binding>,
     sockets: Vec<Option<UdpSocket>>,
     server: SocketAddr,
-    id: u64,
+    sec: GatewaySecurity,
+    /// The session in envelopes: the braid-secure session (0 until the handshake is
+    /// done), or a random id without encryption.
+    id: u32,
     confirmed: bool,
     session: Session,
     next_conn: u32,
     next_token: usize,
     tokens: HashMap<Token, u32>,
     dropped_sends: u64,
+    refused: Refused,
+    /// When something from the server last authenticated.
+    last_rx: Instant,
+    next_rehandshake: Instant,
 }
 
 impl GatewayLoop {
     /// The listener on an ephemeral port of every address (the redirect's target) and one
-    /// socket per uplink towards `server` (the server's split-TCP port).
-    pub fn new(bindings: Vec<Binding>, server: SocketAddr) -> std::io::Result<GatewayLoop> {
+    /// socket per uplink towards `server` (the server's split-TCP port), keyed by `sec`.
+    pub fn new(
+        bindings: Vec<Binding>,
+        server: SocketAddr,
+        sec: GatewaySecurity,
+    ) -> std::io::Result<GatewayLoop> {
         let poll = Poll::new()?;
         let mut listener = TcpListener::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)))?;
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let mut listener6 = listener_v6().ok();
+        if let Some(l) = listener6.as_mut() {
+            poll.registry().register(l, LISTENER6, Interest::READABLE)?;
+        }
         let clock = Clock::start();
         let now = clock.now();
         let n = bindings.len();
+        let id = match sec {
+            GatewaySecurity::Plaintext => random_id(),
+            GatewaySecurity::Noise(_) => 0,
+        };
         let mut g = GatewayLoop {
             poll,
             clock,
             listener,
+            listener6,
             sockets: (0..n).map(|_| None).collect(),
             bindings,
             server,
-            id: crate::system::random_u64(),
+            sec,
+            id,
             confirmed: false,
             session: Session::new(n, now),
             next_conn: 1,
             next_token: CONN0,
             tokens: HashMap::new(),
             dropped_sends: 0,
+            refused: Refused::default(),
+            last_rx: now,
+            next_rehandshake: now,
         };
         g.bind_uplinks();
         Ok(g)
     }
 
-    /// The redirect's target port.
-    pub fn port(&self) -> std::io::Result<u16> {
-        Ok(self.listener.local_addr()?.port())
+    /// The redirect's target ports.
+    pub fn ports(&self) -> std::io::Result<Ports> {
+        Ok(Ports {
+            v4: self.listener.local_addr()?.port(),
+            v6: match &self.listener6 {
+                Some(l) => Some(l.local_addr()?.port()),
+                None => None,
+            },
+        })
     }
 
     fn bind_uplinks(&mut self) {
@@ -196,7 +307,8 @@ impl GatewayLoop {
                 .session
                 .poll_timeout()
                 .unwrap_or(Instant::MAX)
-                .min(next_keepalive);
+                .min(next_keepalive)
+                .min(self.sec_timeout());
             let timeout = wake.saturating_duration_since(now).min(TICK);
             if self.poll.poll(&mut events, Some(timeout)).is_err() {
                 continue;
@@ -204,33 +316,9 @@ impl GatewayLoop {
             let now = self.clock.now();
             for ev in events.iter() {
                 match ev.token() {
-                    LISTENER => self.accept(),
-                    Token(t) if (UDP0..CONN0).contains(&t) => {
-                        let i = t - UDP0;
-                        let Some(sock) = self.sockets.get(i).and_then(Option::as_ref) else {
-                            continue;
-                        };
-                        let (id, session, confirmed) =
-                            (self.id, &mut self.session, &mut self.confirmed);
-                        let mut gone = false;
-                        drain(sock, &mut buf, |_, d| {
-                            let Some((e, chunk)) = Envelope::parse(d) else {
-                                return;
-                            };
-                            if e.session != id {
-                                return;
-                            }
-                            if e.flags & GONE != 0 {
-                                gone = true;
-                                return;
-                            }
-                            *confirmed = true;
-                            session.handle_chunk(now, i as PathId, chunk);
-                        });
-                        if gone {
-                            self.restart(now, "the server forgot this session (restarted)");
-                        }
-                    }
+                    LISTENER => self.accept(false),
+                    LISTENER6 => self.accept(true),
+                    Token(t) if (UDP0..CONN0).contains(&t) => self.receive(now, t - UDP0, &mut buf),
                     t => {
                         if let Some(c) = self
                             .tokens
@@ -243,11 +331,16 @@ impl GatewayLoop {
                     }
                 }
             }
+            if let GatewaySecurity::Noise(g) = &mut self.sec {
+                g.handle_timeout(now);
+            }
+            self.rehandshake_if_silent(now);
+            self.security_events(now);
             self.session.handle_timeout(now);
             requests.clear();
             if let Err(e) = self.session.read_frames(&mut requests, &mut closed) {
                 tracing::warn!(error = %e, "split-TCP: broken frames from the server");
-                self.restart(now, "broken frames");
+                self.restart(now, "broken frames", self.id);
             }
             self.session.relay(&mut closed);
             for t in closed.drain(..) {
@@ -257,22 +350,130 @@ impl GatewayLoop {
             if now >= next_keepalive {
                 next_keepalive = now + KEEPALIVE;
                 self.bind_uplinks();
+                self.refused.log(now);
                 tracing::debug!(state = %self.session.describe(), "split-TCP");
-                for i in 0..self.sockets.len() {
-                    self.envelope(i as PathId).emit(&mut dgram);
-                    self.send(i, &dgram);
+                if self.id != 0 {
+                    for i in 0..self.sockets.len() {
+                        self.send_sealed(now, i as PathId, &[], &mut dgram);
+                    }
                 }
             }
         }
-        tracing::info!(stats = ?self.session.stats, dropped_sends = self.dropped_sends, "split-TCP stopped");
+        tracing::info!(stats = ?self.session.stats, dropped_sends = self.dropped_sends, refused = ?self.refused.drops, "split-TCP stopped");
     }
 
-    fn envelope(&self, path: PathId) -> Envelope {
-        Envelope {
+    /// Every datagram waiting on uplink `i`'s socket.
+    fn receive(&mut self, now: Instant, i: usize, buf: &mut [u8]) {
+        let Some(sock) = self.sockets.get(i).and_then(Option::as_ref) else {
+            return;
+        };
+        let (id, session, confirmed, sec, refused, last_rx) = (
+            self.id,
+            &mut self.session,
+            &mut self.confirmed,
+            &mut self.sec,
+            &mut self.refused,
+            &mut self.last_rx,
+        );
+        let mut gone = false;
+        drain(sock, buf, |_, d| {
+            let range = match sec.open(now, i as PathId, d) {
+                Ok(Opened::Data { range, .. }) => range,
+                Ok(Opened::Keepalive { .. }) => {
+                    *last_rx = now;
+                    return;
+                }
+                Ok(Opened::Handshake | Opened::Reply(_)) => return,
+                Err(e) => {
+                    refused.count(&e);
+                    return;
+                }
+            };
+            let Some((e, chunk)) = Envelope::parse(&d[range]) else {
+                refused.drops.engine_rejected += 1;
+                return;
+            };
+            if id == 0 || e.session != id {
+                return;
+            }
+            *last_rx = now;
+            if e.flags & GONE != 0 {
+                gone = true;
+                return;
+            }
+            *confirmed = true;
+            if !chunk.is_empty() {
+                session.handle_chunk(now, i as PathId, chunk);
+            }
+        });
+        if gone {
+            self.restart(now, "the server forgot this session (restarted)", self.id);
+        }
+    }
+
+    /// A new handshake after [`SERVER_SILENCE`] without anything from the server.
+    fn rehandshake_if_silent(&mut self, now: Instant) {
+        let GatewaySecurity::Noise(g) = &mut self.sec else {
+            return;
+        };
+        let silent = now.saturating_duration_since(self.last_rx);
+        if self.id == 0 || silent < SERVER_SILENCE || now < self.next_rehandshake {
+            return;
+        }
+        self.next_rehandshake = now + SERVER_SILENCE;
+        if g.rehandshake(now) {
+            tracing::warn!(
+                silent_s = silent.as_secs(),
+                "split-TCP: nothing heard from the server; handshaking again"
+            );
+        }
+    }
+
+    fn sec_timeout(&self) -> Instant {
+        match &self.sec {
+            GatewaySecurity::Plaintext => Instant::MAX,
+            GatewaySecurity::Noise(g) => g.poll_timeout().unwrap_or(Instant::MAX),
+        }
+    }
+
+    /// Handshakes done: a new braid-secure session is a new split-TCP session (the
+    /// server's relayed connections belonged to the old one).
+    fn security_events(&mut self, now: Instant) {
+        loop {
+            let GatewaySecurity::Noise(g) = &mut self.sec else {
+                return;
+            };
+            let Some(e) = g.poll_event() else {
+                return;
+            };
+            if let braid_secure::Event::Established { session, .. } = e {
+                let id = session.get();
+                if id == self.id {
+                    continue;
+                }
+                tracing::info!(session = %session, "split-TCP: handshake done");
+                self.last_rx = now;
+                if self.id == 0 {
+                    self.id = id;
+                } else {
+                    self.restart(now, "a new secure session", id);
+                }
+            }
+        }
+    }
+
+    /// Seals the envelope of `path` and `chunk` into `dgram` and sends it on that uplink.
+    fn send_sealed(&mut self, now: Instant, path: PathId, chunk: &[u8], dgram: &mut Vec<u8>) {
+        let e = Envelope {
             flags: if self.confirmed { 0 } else { NEW },
-            paths: self.sockets.len() as u8,
             path,
+            paths: self.sockets.len() as u8,
             session: self.id,
+        };
+        let len = pack(dgram, self.sec.headroom(), self.sec.overhead(), &e, chunk);
+        match self.sec.seal(now, path, dgram, len) {
+            Some(n) => self.send(usize::from(path), &dgram[..n]),
+            None => self.dropped_sends += 1,
         }
     }
 
@@ -286,30 +487,49 @@ impl GatewayLoop {
     }
 
     fn transmit(&mut self, now: Instant, out: &mut Vec<u8>, dgram: &mut Vec<u8>) {
+        if let GatewaySecurity::Noise(g) = &mut self.sec {
+            dgram.resize(MAX_HANDSHAKE_LEN, 0);
+            let mut handshakes = Vec::new();
+            while let Some(t) = g.poll_transmit(now, dgram) {
+                handshakes.push((t.path, dgram[..t.len].to_vec()));
+            }
+            for (path, d) in handshakes {
+                if usize::from(path) < self.sockets.len() {
+                    self.send(usize::from(path), &d);
+                }
+            }
+        }
+        // Nothing of the stream leaves before the session has keys.
+        if self.id == 0 {
+            return;
+        }
         while let Some(p) = self.session.poll_transmit(now, out) {
-            let i = usize::from(p);
-            if i >= self.sockets.len() {
+            if usize::from(p) >= self.sockets.len() {
                 continue;
             }
-            self.envelope(p).emit(dgram);
-            dgram.extend_from_slice(out);
-            self.send(i, dgram);
+            self.send_sealed(now, p, out, dgram);
         }
     }
 
-    fn accept(&mut self) {
+    /// Accepts the connections waiting on the IPv4 or the IPv6 listener.
+    fn accept(&mut self, v6: bool) {
         loop {
-            let (mut tcp, _) = match self.listener.accept() {
+            let listener = match (v6, &self.listener6) {
+                (false, _) => &self.listener,
+                (true, Some(l)) => l,
+                (true, None) => return,
+            };
+            let (mut tcp, _) = match listener.accept() {
                 Ok(a) => a,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(_) => return,
             };
-            let Ok(to) = original_destination(&tcp) else {
+            let Ok(to) = original_destination(&tcp, v6) else {
                 continue;
             };
+            // Not redirected (a connection straight to the listener): refused.
             if self.session.conns.len() >= MAX_CONNS
-                || self
-                    .listener
+                || listener
                     .local_addr()
                     .is_ok_and(|l| l.port() == to.port() && to.ip().is_loopback())
             {
@@ -335,8 +555,8 @@ impl GatewayLoop {
         }
     }
 
-    /// A new session: every relayed connection is reset.
-    fn restart(&mut self, now: Instant, why: &str) {
+    /// A new session `id`: every relayed connection is reset.
+    fn restart(&mut self, now: Instant, why: &str, id: u32) {
         tracing::warn!(
             why,
             "split-TCP: resetting the relayed connections, new session"
@@ -345,9 +565,17 @@ impl GatewayLoop {
         self.session.abort_all(&mut closed);
         self.tokens.clear();
         self.session = Session::new(self.sockets.len(), now);
-        self.id = crate::system::random_u64();
+        self.id = match self.sec {
+            GatewaySecurity::Plaintext => random_id(),
+            GatewaySecurity::Noise(_) => id,
+        };
         self.confirmed = false;
     }
+}
+
+/// A non-zero random session id (no encryption).
+fn random_id() -> u32 {
+    (crate::system::random_u64() as u32).max(1)
 }
 
 struct Peer {
@@ -360,25 +588,63 @@ pub struct ServerLoop {
     poll: Poll,
     clock: Clock,
     socket: UdpSocket,
-    peers: HashMap<u64, Peer>,
-    tokens: HashMap<Token, (u64, u32)>,
+    sec: ServerSecurity,
+    reply: Box<[u8; MAX_HANDSHAKE_LEN]>,
+    /// Handshakes answered this second: (second's start, count).
+    handshakes: (Instant, u32),
+    /// By envelope session: the braid-secure session, or the gateway's id without
+    /// encryption.
+    peers: HashMap<u32, Peer>,
+    tokens: HashMap<Token, (u32, u32)>,
     next_token: usize,
+    refused: Refused,
+}
+
+/// What the server's loop counted, for tests and logs.
+#[derive(Clone, Debug, Default)]
+pub struct ServerCounts {
+    /// Datagrams the security layer refused.
+    pub refused: Drops,
+    /// Sessions live now.
+    pub sessions: usize,
+    /// Connections opened towards destinations, over all sessions live now.
+    pub opened: u64,
 }
 
 impl ServerLoop {
-    pub fn new(listen: SocketAddr) -> std::io::Result<ServerLoop> {
+    /// The loop on `listen`, keyed by `sec`.
+    pub fn new(listen: SocketAddr, sec: ServerSecurity) -> std::io::Result<ServerLoop> {
         let poll = Poll::new()?;
         let mut socket = udp_socket(listen, None)?;
         poll.registry()
             .register(&mut socket, Token(UDP0), Interest::READABLE)?;
+        let clock = Clock::start();
+        let now = clock.now();
         Ok(ServerLoop {
             poll,
-            clock: Clock::start(),
+            clock,
             socket,
+            sec,
+            reply: Box::new([0; MAX_HANDSHAKE_LEN]),
+            handshakes: (now, 0),
             peers: HashMap::new(),
             tokens: HashMap::new(),
             next_token: CONN0,
+            refused: Refused::default(),
         })
+    }
+
+    /// The address the loop listens on.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+
+    pub fn counts(&self) -> ServerCounts {
+        ServerCounts {
+            refused: self.refused.drops.clone(),
+            sessions: self.peers.len(),
+            opened: self.peers.values().map(|p| p.session.stats.opened).sum(),
+        }
     }
 
     /// Runs until `stop` is set.
@@ -392,10 +658,15 @@ impl ServerLoop {
         let mut next_debug = self.clock.now();
         while !stop.load(Ordering::Relaxed) {
             let now = self.clock.now();
+            let sec_wake = match &self.sec {
+                ServerSecurity::Noise(s) => s.poll_timeout(),
+                ServerSecurity::Plaintext => None,
+            };
             let wake = self
                 .peers
                 .values()
                 .filter_map(|p| p.session.poll_timeout())
+                .chain(sec_wake)
                 .min()
                 .unwrap_or(Instant::MAX);
             let timeout = wake.saturating_duration_since(now).min(TICK);
@@ -405,82 +676,15 @@ impl ServerLoop {
             let now = self.clock.now();
             for ev in events.iter() {
                 match ev.token() {
-                    Token(UDP0) => {
-                        let mut gone = Vec::new();
-                        let peers = &mut self.peers;
-                        drain(&self.socket, &mut buf, |from, d| {
-                            let Some((e, chunk)) = Envelope::parse(d) else {
-                                return;
-                            };
-                            let peer = match peers.get_mut(&e.session) {
-                                Some(p) => p,
-                                None if e.flags & NEW != 0 => {
-                                    tracing::info!(gateway = %from, paths = e.paths, "split-TCP session");
-                                    peers.entry(e.session).or_insert(Peer {
-                                        session: Session::new(usize::from(e.paths), now),
-                                        addrs: vec![None; usize::from(e.paths)],
-                                    })
-                                }
-                                None => {
-                                    gone.push((from, e));
-                                    return;
-                                }
-                            };
-                            let Some(a) = peer.addrs.get_mut(usize::from(e.path)) else {
-                                return;
-                            };
-                            *a = Some(from);
-                            peer.session.handle_chunk(now, e.path, chunk);
-                        });
-                        for (to, mut e) in gone {
-                            e.flags = GONE;
-                            e.emit(&mut dgram);
-                            let _ = self.socket.send_to(&dgram, to);
-                        }
-                    }
-                    t => {
-                        let Some((p, id)) = self.tokens.get(&t) else {
-                            continue;
-                        };
-                        let Some(c) = self
-                            .peers
-                            .get_mut(p)
-                            .and_then(|p| p.session.conns.get_mut(id))
-                        else {
-                            continue;
-                        };
-                        if !c.connected {
-                            match (c.tcp.take_error(), c.tcp.peer_addr()) {
-                                (Ok(None), Ok(_)) => {
-                                    c.connected = true;
-                                    c.readable = true;
-                                    c.writable = true;
-                                }
-                                (Ok(Some(_)) | Err(_), _) => {
-                                    let id = *id;
-                                    if let Some(peer) = self.peers.get_mut(p) {
-                                        peer.session.refuse(id);
-                                    }
-                                }
-                                (Ok(None), Err(e))
-                                    if e.kind() == std::io::ErrorKind::NotConnected
-                                        && ev.is_error() =>
-                                {
-                                    let id = *id;
-                                    if let Some(peer) = self.peers.get_mut(p) {
-                                        peer.session.refuse(id);
-                                    }
-                                }
-                                _ => {}
-                            }
-                            continue;
-                        }
-                        c.readable |= ev.is_readable() || ev.is_read_closed() || ev.is_error();
-                        c.writable |= ev.is_writable() || ev.is_write_closed() || ev.is_error();
-                    }
+                    Token(UDP0) => self.receive(now, &mut buf, &mut dgram),
+                    t => self.connection_event(t, ev),
                 }
             }
-            let ids: Vec<u64> = self.peers.keys().copied().collect();
+            if let ServerSecurity::Noise(s) = &mut self.sec {
+                s.handle_timeout(now);
+            }
+            self.security_events(&mut closed);
+            let ids: Vec<u32> = self.peers.keys().copied().collect();
             let debug_due = now >= next_debug;
             for pid in ids {
                 let Some(mut peer) = self.peers.remove(&pid) else {
@@ -524,35 +728,222 @@ impl ServerLoop {
                 for t in closed.drain(..) {
                     self.tokens.remove(&t);
                 }
-                while let Some(path) = s.poll_transmit(now, &mut out) {
-                    let Some(Some(to)) = peer.addrs.get(usize::from(path)) else {
-                        continue;
-                    };
-                    Envelope {
-                        flags: 0,
-                        paths: peer.addrs.len() as u8,
-                        path,
-                        session: pid,
-                    }
-                    .emit(&mut dgram);
-                    dgram.extend_from_slice(&out);
-                    let _ = self.socket.send_to(&dgram, *to);
+                while let Some(path) = peer.session.poll_transmit(now, &mut out) {
+                    self.send_sealed(now, pid, &peer, 0, path, &out, &mut dgram);
                 }
                 self.peers.insert(pid, peer);
             }
             if debug_due {
                 next_debug = now + DEBUG_EVERY;
+                self.refused.log(now);
             }
         }
     }
 
-    fn connect(&mut self, pid: u64, s: &mut Session, conn: u32, to: std::net::SocketAddrV4) {
+    /// Every datagram waiting on the socket: opened by the security layer, handshakes
+    /// answered, data to its session.
+    fn receive(&mut self, now: Instant, buf: &mut [u8], dgram: &mut Vec<u8>) {
+        let load = self.load(now);
+        let mut answers: Vec<(u32, PathId, u8, SocketAddr)> = Vec::new();
+        let (socket, sec, reply, peers, refused, handshakes) = (
+            &self.socket,
+            &mut self.sec,
+            &mut self.reply,
+            &mut self.peers,
+            &mut self.refused,
+            &mut self.handshakes,
+        );
+        drain(socket, buf, |from, d| {
+            let (session, path, range) = match sec.open(now, from, load, d, reply) {
+                Ok(Opened::Data {
+                    session,
+                    path,
+                    range,
+                }) => (session, path, range),
+                Ok(Opened::Keepalive { session, path }) => {
+                    if let Some(a) = peers
+                        .get_mut(&session)
+                        .and_then(|p| p.addrs.get_mut(usize::from(path)))
+                    {
+                        *a = Some(from);
+                    }
+                    return;
+                }
+                Ok(Opened::Reply(len)) => {
+                    handshakes.1 += 1;
+                    let _ = socket.send_to(&reply[..len.min(reply.len())], from);
+                    return;
+                }
+                Ok(Opened::Handshake) => {
+                    handshakes.1 += 1;
+                    return;
+                }
+                Err(e) => {
+                    refused.count(&e);
+                    return;
+                }
+            };
+            let Some((e, chunk)) = Envelope::parse(&d[range]) else {
+                refused.drops.engine_rejected += 1;
+                return;
+            };
+            if e.path != path {
+                refused.drops.engine_rejected += 1;
+                return;
+            }
+            let peer = match peers.get_mut(&session) {
+                Some(p) => p,
+                None if e.flags & NEW != 0 => {
+                    tracing::info!(gateway = %from, paths = e.paths, session, "split-TCP session");
+                    peers.entry(session).or_insert(Peer {
+                        session: Session::new(usize::from(e.paths), now),
+                        addrs: vec![None; usize::from(e.paths)],
+                    })
+                }
+                None => {
+                    answers.push((session, path, GONE, from));
+                    return;
+                }
+            };
+            let Some(a) = peer.addrs.get_mut(usize::from(path)) else {
+                refused.drops.engine_rejected += 1;
+                return;
+            };
+            *a = Some(from);
+            peer.session.last_heard = now;
+            if chunk.is_empty() {
+                answers.push((session, path, 0, from));
+            } else {
+                peer.session.handle_chunk(now, path, chunk);
+            }
+        });
+        for a in answers {
+            self.answer(now, a, dgram);
+        }
+    }
+
+    /// A keepalive's echo (`flags` 0) or GONE, back to the authenticated datagram's source.
+    fn answer(
+        &mut self,
+        now: Instant,
+        (session, path, flags, to): (u32, PathId, u8, SocketAddr),
+        dgram: &mut Vec<u8>,
+    ) {
+        let paths = self
+            .peers
+            .get(&session)
+            .map_or(path.saturating_add(1), |p| p.addrs.len() as u8);
+        let e = Envelope {
+            flags,
+            path,
+            paths,
+            session,
+        };
+        let len = pack(dgram, self.sec.headroom(), self.sec.overhead(), &e, &[]);
+        if let Some(n) = self.sec.seal(now, session, path, dgram, len) {
+            let _ = self.socket.send_to(&dgram[..n], to);
+        }
+    }
+
+    /// Seals `chunk` of `session` for `path` and sends it to the path's address.
+    #[allow(clippy::too_many_arguments)]
+    fn send_sealed(
+        &mut self,
+        now: Instant,
+        session: u32,
+        peer: &Peer,
+        flags: u8,
+        path: PathId,
+        chunk: &[u8],
+        dgram: &mut Vec<u8>,
+    ) {
+        let Some(Some(to)) = peer.addrs.get(usize::from(path)) else {
+            return;
+        };
+        let e = Envelope {
+            flags,
+            path,
+            paths: peer.addrs.len() as u8,
+            session,
+        };
+        let len = pack(dgram, self.sec.headroom(), self.sec.overhead(), &e, chunk);
+        if let Some(n) = self.sec.seal(now, session, path, dgram, len) {
+            let _ = self.socket.send_to(&dgram[..n], *to);
+        }
+    }
+
+    /// Whether handshakes arrive fast enough to demand cookies first.
+    fn load(&mut self, now: Instant) -> braid_secure::Load {
+        if now.saturating_duration_since(self.handshakes.0) >= Duration::from_secs(1) {
+            self.handshakes = (now, 0);
+        }
+        if self.handshakes.1 > HANDSHAKES_UNDER_LOAD {
+            braid_secure::Load::High
+        } else {
+            braid_secure::Load::Normal
+        }
+    }
+
+    /// Sessions the security layer closed (the gateway restarted or went idle) take their
+    /// connections with them.
+    fn security_events(&mut self, closed: &mut Vec<mio::Token>) {
+        loop {
+            let ServerSecurity::Noise(s) = &mut self.sec else {
+                return;
+            };
+            let Some(e) = s.poll_event() else {
+                return;
+            };
+            if let braid_secure::Event::Closed { session, reason } = e {
+                if let Some(mut p) = self.peers.remove(&session.get()) {
+                    tracing::info!(session = %session, ?reason, stats = ?p.session.stats, "split-TCP session closed");
+                    p.session.abort_all(closed);
+                    for t in closed.drain(..) {
+                        self.tokens.remove(&t);
+                    }
+                }
+            }
+        }
+    }
+
+    fn connection_event(&mut self, t: Token, ev: &mio::event::Event) {
+        let Some(&(p, id)) = self.tokens.get(&t) else {
+            return;
+        };
+        let Some(peer) = self.peers.get_mut(&p) else {
+            return;
+        };
+        let Some(c) = peer.session.conns.get_mut(&id) else {
+            return;
+        };
+        if !c.connected {
+            match (c.tcp.take_error(), c.tcp.peer_addr()) {
+                (Ok(None), Ok(_)) => {
+                    c.connected = true;
+                    c.readable = true;
+                    c.writable = true;
+                }
+                (Ok(Some(_)) | Err(_), _) => peer.session.refuse(id),
+                (Ok(None), Err(e))
+                    if e.kind() == std::io::ErrorKind::NotConnected && ev.is_error() =>
+                {
+                    peer.session.refuse(id)
+                }
+                _ => {}
+            }
+            return;
+        }
+        c.readable |= ev.is_readable() || ev.is_read_closed() || ev.is_error();
+        c.writable |= ev.is_writable() || ev.is_write_closed() || ev.is_error();
+    }
+
+    fn connect(&mut self, pid: u32, s: &mut Session, conn: u32, to: SocketAddr) {
         if s.conns.contains_key(&conn) {
             return;
         }
         let token = Token(self.next_token);
         self.next_token += 1;
-        let tcp = TcpStream::connect(SocketAddr::V4(to)).and_then(|mut t| {
+        let tcp = TcpStream::connect(to).and_then(|mut t| {
             self.poll.registry().register(
                 &mut t,
                 token,
@@ -597,17 +988,17 @@ mod tests {
     fn envelopes_round_trip_and_bad_ones_are_ignored() {
         let e = Envelope {
             flags: NEW,
-            paths: 4,
             path: 3,
-            session: 0x0102_0304_0506_0708,
+            paths: 4,
+            session: 0x0102_0304,
         };
         let mut out = Vec::new();
         e.emit(&mut out);
         out.extend_from_slice(b"chunk");
         assert_eq!(Envelope::parse(&out), Some((e, &b"chunk"[..])));
-        out[3] = 4;
+        out[2] = 4;
         assert_eq!(Envelope::parse(&out), None, "path beyond the count");
-        out[3] = 3;
+        out[2] = 3;
         out[0] = 0;
         assert_eq!(Envelope::parse(&out), None);
         assert_eq!(Envelope::parse(&out[..5]), None);

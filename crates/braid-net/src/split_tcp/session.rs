@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddrV4};
+use std::net::{Shutdown, SocketAddr};
 use std::time::Duration;
 
 use braid_core::stream::{ReceiverConfig, StreamConfig, StreamReceiver, StreamSender};
@@ -103,7 +103,7 @@ pub struct Session {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Request {
     /// The server opens connection `conn` to `to`.
-    Open { conn: u32, to: SocketAddrV4 },
+    Open { conn: u32, to: SocketAddr },
 }
 
 impl Session {
@@ -163,7 +163,7 @@ impl Session {
     }
 
     /// Starts connection `conn` at the gateway: tells the server where to connect.
-    pub fn open(&mut self, conn: u32, to: SocketAddrV4, c: Conn) -> bool {
+    pub fn open(&mut self, conn: u32, to: SocketAddr, c: Conn) -> bool {
         if !self.emit(&Frame::Open { conn, to }) {
             return false;
         }
