@@ -52,6 +52,7 @@ mod sim_vs_lab;
 pub mod summary;
 mod trace_bench;
 pub mod trace_sets;
+mod trace_stream;
 mod tunnel_throughput;
 mod udp_aggregation;
 

@@ -34,6 +34,7 @@ static ALL: &[&dyn Bench] = &[
     &crate::trace_bench::TraceBulk,
     &crate::trace_bench::TraceWeb,
     &crate::trace_bench::TracePairs,
+    &crate::trace_stream::TraceStream,
     &crate::pluribus_bus::Fig8,
     &crate::pluribus_bus::Fig9,
     &crate::pluribus_bus::Fig14,

@@ -54,7 +54,7 @@ struct SetRuns<'a> {
 }
 
 /// Checks that every trace of `sets` is in `dir`, naming the missing ones.
-fn check_traces(bench: &str, sets: &[TraceSet], dir: &Path) -> Result<(), BenchError> {
+pub(crate) fn check_traces(bench: &str, sets: &[TraceSet], dir: &Path) -> Result<(), BenchError> {
     let missing = trace_sets::missing(sets, dir);
     if missing.is_empty() {
         Ok(())
@@ -227,7 +227,7 @@ fn drops_per_mb<'a>(runs: impl IntoIterator<Item = &'a Report>) -> f64 {
     d as f64 / mb
 }
 
-fn median(values: &[f64]) -> f64 {
+pub(crate) fn median(values: &[f64]) -> f64 {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     if v.is_empty() {
         return f64::NAN;
@@ -241,7 +241,7 @@ fn median(values: &[f64]) -> f64 {
     }
 }
 
-fn worst(values: &[f64]) -> f64 {
+pub(crate) fn worst(values: &[f64]) -> f64 {
     values.iter().copied().fold(
         f64::INFINITY,
         |a, b| if b.is_nan() { f64::NAN } else { a.min(b) },

@@ -106,22 +106,31 @@ pub enum Request {
     Open { conn: u32, to: SocketAddr },
 }
 
+/// The sending end's options of a split-TCP stream (also what `trace-stream` measures).
+pub fn stream_config() -> StreamConfig {
+    StreamConfig {
+        mtu: CHUNK_PAYLOAD,
+        send_buffer: STREAM_BUFFER,
+        initial_peer_rwnd: STREAM_BUFFER,
+        random_loss: true,
+        ..StreamConfig::default()
+    }
+}
+
+/// The receiving end's options of a split-TCP stream.
+pub fn receiver_config() -> ReceiverConfig {
+    ReceiverConfig {
+        buffer: STREAM_BUFFER,
+        ack_delay: Duration::from_millis(20),
+        ..ReceiverConfig::default()
+    }
+}
+
 impl Session {
     pub fn new(paths: usize, now: Instant) -> Session {
-        let config = StreamConfig {
-            mtu: CHUNK_PAYLOAD,
-            send_buffer: STREAM_BUFFER,
-            initial_peer_rwnd: STREAM_BUFFER,
-            random_loss: true,
-            ..StreamConfig::default()
-        };
         Session {
-            tx: StreamSender::new(config, paths),
-            rx: StreamReceiver::new(ReceiverConfig {
-                buffer: STREAM_BUFFER,
-                ack_delay: Duration::from_millis(20),
-                ..ReceiverConfig::default()
-            }),
+            tx: StreamSender::new(stream_config(), paths),
+            rx: StreamReceiver::new(receiver_config()),
             inbuf: Vec::new(),
             scratch: Vec::with_capacity(HEADER + MAX_DATA),
             conns: HashMap::new(),
