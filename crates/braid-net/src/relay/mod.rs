@@ -29,6 +29,10 @@ use crate::DaemonError;
 
 /// How often the relay registers again.
 pub const REGISTER_INTERVAL: Duration = Duration::from_secs(10);
+/// How long a leaving relay lets its shared class drain before it says so again and
+/// removes the classes (a full 1000-packet queue at 10 Mbit/s is over a second; the
+/// usual queue is a few tens of milliseconds).
+const LEAVE_DRAIN: Duration = Duration::from_millis(300);
 /// Largest datagram forwarded.
 const MAX_DATAGRAM: usize = 65_535;
 
@@ -296,10 +300,14 @@ pub fn run(config: &RelayConfig) -> Result<RelayStats, DaemonError> {
             }
         }
     }
-    // Leaving cleanly: the server and the gateway hear of it.
+    // Leaving cleanly: the server and the gateway hear of it. The leave may wait behind
+    // lent datagrams in the shared class, and removing the classes drops what they hold:
+    // it goes again once the queue has drained (the server ignores a second leave).
     let mut to = vec![config.server];
     to.extend(gateway);
     send_control(&mut lender, Kind::Leave, &to);
+    std::thread::sleep(LEAVE_DRAIN);
+    send_control(&mut lender, Kind::Leave, &[config.server]);
     if let Err(e) = monthly.save() {
         tracing::warn!("saving the month's usage: {e}");
     }
