@@ -272,7 +272,11 @@ fn upload(braid: &Path, d: &Path, secs: f64, omit: f64) -> Result<Run, String> {
     let mut sender = bed
         .gw
         .spawn("python3", &["-c", SENDER, &secs.to_string()], &tx_log)?;
-    let at = |s: f64| std::thread::sleep((t0 + Duration::from_secs_f64(s)).saturating_duration_since(Instant::now()));
+    let at = |s: f64| {
+        std::thread::sleep(
+            (t0 + Duration::from_secs_f64(s)).saturating_duration_since(Instant::now()),
+        )
+    };
     at(secs / 3.0);
     let b_joined_s = t0.elapsed().as_secs_f64();
     let _relay_b = start(&bed.relays[1], braid, "relay", &b_cfg, &logs[3])?;
@@ -300,7 +304,11 @@ fn upload(braid: &Path, d: &Path, secs: f64, omit: f64) -> Result<Run, String> {
         .unwrap_or_default();
     let bytes_at = |s: f64| {
         let i = ((s * 10.0).round() as usize).max(1);
-        samples.get(i - 1).or(samples.last()).copied().unwrap_or(0.0)
+        samples
+            .get(i - 1)
+            .or(samples.last())
+            .copied()
+            .unwrap_or(0.0)
     };
     let goodput_mbps = (bytes_at(secs) - bytes_at(omit)) * 8.0 / (secs - omit) / 1e6;
     // What the relays lent over [omit, secs]: A until it left, B from its start.
@@ -347,7 +355,9 @@ impl Bench for LabRelay {
             return Err(BenchError::Other(format!("{why}; lab-relay needs root")));
         }
         if let Some(why) = braid_unavailable() {
-            return Err(BenchError::Other(format!("braid cannot run in the lab: {why}")));
+            return Err(BenchError::Other(format!(
+                "braid cannot run in the lab: {why}"
+            )));
         }
         let braid = braid_lab::braid_daemon::executable()
             .ok_or_else(|| BenchError::Other("no braid executable".into()))?;
@@ -380,7 +390,10 @@ impl Bench for LabRelay {
                 r
             }
             Err(e) => {
-                return Err(BenchError::Other(format!("{e} (logs kept in {})", d.display())));
+                return Err(BenchError::Other(format!(
+                    "{e} (logs kept in {})",
+                    d.display()
+                )));
             }
         };
         let ratio = r.goodput_mbps / r.lent_mbps;

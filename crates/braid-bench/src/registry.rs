@@ -22,6 +22,7 @@ static ALL: &[&dyn Bench] = &[
     &crate::prism::PrismFig8,
     &crate::prism_rpc::PrismFig6a,
     &crate::prism_rpc::PrismFig6b,
+    &crate::prism_members::PrismFig6c,
     &crate::prism_rpc::PrismFig11,
     &crate::prism_rpc::PrismFig12,
     &crate::udp_aggregation::UdpAggregation,

@@ -701,11 +701,17 @@ impl Gateway {
         let meters: Vec<_> = (0..self.uplinks.len())
             .map(|i| self.meter_status(i, &st.metered))
             .collect();
-        let in_session: Vec<bool> = (0..self.uplinks.len()).map(|i| self.in_session(i)).collect();
+        let in_session: Vec<bool> = (0..self.uplinks.len())
+            .map(|i| self.in_session(i))
+            .collect();
         let left = braid_core::PathStats::default();
         let paths = (0..self.uplinks.len())
             .map(|i| {
-                let p = st.paths.iter().find(|p| usize::from(p.id) == i).unwrap_or(&left);
+                let p = st
+                    .paths
+                    .iter()
+                    .find(|p| usize::from(p.id) == i)
+                    .unwrap_or(&left);
                 let has_socket = self.sockets[i].is_some();
                 let u = &mut self.uplinks[i];
                 let tx_bps = u.tx_rate.update(p.tx_bytes, us);

@@ -326,19 +326,18 @@ impl Server {
                     self.udp_rx_datagrams += 1;
                     // A relay's envelope first: what it carries goes on as if the gateway
                     // had sent it, with the lender beside it.
-                    let (inner, lender) = if braid_secure::lender::LenderGate::is_lent(
-                        &rx.bytes_mut()[start..end],
-                    ) {
-                        match self.unwrap_lent(now, &rx.bytes_mut()[start..end]) {
-                            Some((r, l)) => (start + r.start..start + r.end, Some(l)),
-                            None => {
-                                start = end;
-                                continue;
+                    let (inner, lender) =
+                        if braid_secure::lender::LenderGate::is_lent(&rx.bytes_mut()[start..end]) {
+                            match self.unwrap_lent(now, &rx.bytes_mut()[start..end]) {
+                                Some((r, l)) => (start + r.start..start + r.end, Some(l)),
+                                None => {
+                                    start = end;
+                                    continue;
+                                }
                             }
-                        }
-                    } else {
-                        (start..end, None)
-                    };
+                        } else {
+                            (start..end, None)
+                        };
                     let d = &mut rx.bytes_mut()[inner.clone()];
                     // The one place received datagrams are opened: checked here, decrypted
                     // below for the whole batch at once, finished in arrival order.

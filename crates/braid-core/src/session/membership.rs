@@ -321,7 +321,8 @@ mod tests {
         let fresh = Path::new(&PathConfig::learned(1), gw.config().capacity_interval, now);
         assert_ne!(before, fresh.numbering(), "the path sent something");
         gw.remove_path(now, 1).unwrap();
-        gw.add_path_unheard(now, &PathConfig::learned(1), None).unwrap();
+        gw.add_path_unheard(now, &PathConfig::learned(1), None)
+            .unwrap();
         let (after, live) = numbering(&gw);
         assert_eq!(after, before, "the numbering continues");
         assert!(!live, "an unheard path waits for the peer");

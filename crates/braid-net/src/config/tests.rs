@@ -370,7 +370,10 @@ fn relays_are_authorized_per_gateway_and_uplinks_reach_them() {
     );
     let s = ServerConfig::parse("srv.toml", &relays).unwrap();
     assert_eq!(s.relays.len(), 1);
-    assert_eq!((s.relays[0].gateway.as_str(), s.relays[0].revoked), ("bus-17", false));
+    assert_eq!(
+        (s.relays[0].gateway.as_str(), s.relays[0].revoked),
+        ("bus-17", false)
+    );
     let revoked = format!("{relays}revoked = true\n");
     assert!(ServerConfig::parse("srv.toml", &revoked).unwrap().relays[0].revoked);
     let e = server_err(&relays.replace("gateway = \"bus-17\"", "gateway = \"bus-18\""));
@@ -384,7 +387,10 @@ fn relays_are_authorized_per_gateway_and_uplinks_reach_them() {
 
     let g = GatewayConfig::parse(
         "gw.toml",
-        &GATEWAY.replace("capacity_mbps = 20", "capacity_mbps = 20\nrelay = \"192.168.1.1:7000\""),
+        &GATEWAY.replace(
+            "capacity_mbps = 20",
+            "capacity_mbps = 20\nrelay = \"192.168.1.1:7000\"",
+        ),
     )
     .unwrap();
     let server = g.server_endpoint;

@@ -135,9 +135,7 @@ impl Server {
         lender: Option<u32>,
     ) -> bool {
         let owner = |l: u32| -> Option<PublicKey> {
-            self.lenders
-                .as_ref()
-                .and_then(|g| g.gate.owner(l).copied())
+            self.lenders.as_ref().and_then(|g| g.gate.owner(l).copied())
         };
         let authorized = lender.is_none_or(|l| {
             let Some(p) = self.peers.get(&id) else {
@@ -167,22 +165,20 @@ impl Server {
                 }
                 ok
             }
-            Admit::Join if path < MAX_PATHS => match p.session.add_path(
-                now,
-                &PathConfig::learned(path),
-                lender,
-            ) {
-                Ok(()) => {
-                    tracing::info!(gateway = %p.name, path, relay = name(lender), "path joined");
-                    true
+            Admit::Join if path < MAX_PATHS => {
+                match p.session.add_path(now, &PathConfig::learned(path), lender) {
+                    Ok(()) => {
+                        tracing::info!(gateway = %p.name, path, relay = name(lender), "path joined");
+                        true
+                    }
+                    Err(e) => {
+                        tracing::warn!(gateway = %p.name, path, error = %e, "path cannot join");
+                        self.drops.lent_refused += u64::from(lender.is_some());
+                        self.drops.engine_rejected += u64::from(lender.is_none());
+                        false
+                    }
                 }
-                Err(e) => {
-                    tracing::warn!(gateway = %p.name, path, error = %e, "path cannot join");
-                    self.drops.lent_refused += u64::from(lender.is_some());
-                    self.drops.engine_rejected += u64::from(lender.is_none());
-                    false
-                }
-            },
+            }
             Admit::Join => {
                 self.drops.engine_rejected += 1;
                 false
