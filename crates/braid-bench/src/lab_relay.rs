@@ -8,6 +8,11 @@
 //! The upload is a Python sender and receiver over the tunnel; both hash the bytes, so
 //! the run also shows the stream intact across the relays' coming and going.
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "a lab benchmark in real time: rates are sampled against the clock"
+)]
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -46,12 +51,15 @@ while True:
 print(json.dumps({"bytes": n, "sha256": h.hexdigest(), "per_100ms": samples}))
 "#;
 
-/// Sends pseudo-random bytes for argv[1] seconds; prints the bytes and their SHA-256.
+/// Sends pseudo-random bytes for argv[1] seconds from its connection; says when it is
+/// connected (the run's clock starts there, as the receiver's does), and at the end prints
+/// the bytes and their SHA-256.
 const SENDER: &str = r#"
 import hashlib, json, random, socket, sys, time
 secs = float(sys.argv[1]); rnd = random.Random(22)
 chunks = [rnd.randbytes(65536) for _ in range(4)]
 s = socket.create_connection(("10.77.0.1", 5301), timeout=30)
+print("connected", flush=True)
 h = hashlib.sha256(); n = 0; k = 0; end = time.monotonic() + secs
 while time.monotonic() < end:
     b = chunks[k % 4]; k += 1
@@ -268,10 +276,15 @@ fn upload(braid: &Path, d: &Path, secs: f64, omit: f64) -> Result<Run, String> {
     let mut receiver = bed.srv.spawn("python3", &["-c", RECEIVER], &rx_log)?;
     std::thread::sleep(Duration::from_millis(300));
     let tx_log = d.join("sender.out");
-    let t0 = Instant::now();
     let mut sender = bed
         .gw
         .spawn("python3", &["-c", SENDER, &secs.to_string()], &tx_log)?;
+    // The relays' changes are timed from the connection, as the receiver's samples are
+    // (Python's start takes a second or more on a busy machine).
+    if !testbed::wait_for(Duration::from_secs(20), || log_has(&tx_log, "connected")) {
+        return Err("the sender did not connect through relay A".into());
+    }
+    let t0 = Instant::now();
     let at = |s: f64| {
         std::thread::sleep(
             (t0 + Duration::from_secs_f64(s)).saturating_duration_since(Instant::now()),

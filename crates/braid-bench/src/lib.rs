@@ -9,6 +9,7 @@
 //! - [`registry`]: the list of benchmarks by name.
 
 mod bapu;
+mod bapu_home;
 mod cap_month;
 mod common;
 pub mod demo;

@@ -31,6 +31,8 @@ static ALL: &[&dyn Bench] = &[
     &crate::bapu::Fig12a,
     &crate::bapu::Fig12b,
     &crate::bapu::Fig13,
+    &crate::bapu_home::BapuFig14,
+    &crate::bapu_home::BapuFig15,
     &crate::never_worse::NeverWorse,
     &crate::trace_bench::TraceBulk,
     &crate::trace_bench::TraceWeb,

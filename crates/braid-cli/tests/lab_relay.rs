@@ -5,11 +5,6 @@
 //! must take B's path on, and the upload must go on over B alone. Skipped, with the reason
 //! printed, where root, namespaces, tc or python3 are missing.
 
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers: a failed step ends the test with its message"
-)]
-
 use braid_net::testbed;
 
 const BRAID: &str = env!("CARGO_BIN_EXE_braid");

@@ -309,7 +309,7 @@ mod tests {
         .unwrap();
         let mut buf = vec![0; gw.transmit_buffer_len()];
         for _ in 0..20 {
-            now = now + std::time::Duration::from_millis(50);
+            now += std::time::Duration::from_millis(50);
             gw.handle_timeout(now);
             while gw.poll_transmit(now, &mut buf).is_some() {}
         }
