@@ -9,6 +9,7 @@
 //! - [`registry`]: the list of benchmarks by name.
 
 mod bapu;
+mod bapu_home;
 mod cap_month;
 mod common;
 pub mod demo;
@@ -21,6 +22,7 @@ mod lab_common;
 pub mod lab_demo;
 mod lab_emulator;
 mod lab_failover;
+mod lab_relay;
 mod lab_split_tcp;
 mod lab_traces;
 mod never_worse;
@@ -41,6 +43,7 @@ mod pluribus_coding;
 mod pluribus_fig15;
 mod pluribus_fig17;
 mod prism;
+mod prism_members;
 mod prism_rpc;
 mod rate_series;
 pub mod registry;

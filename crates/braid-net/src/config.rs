@@ -18,6 +18,7 @@ use braid_core::{Config, HoleTimeoutMode, LossRecoveryKind, SchedulerKind};
 use ipnet::Ipv4Net;
 use serde::Deserialize;
 
+pub mod lenders;
 pub mod metering;
 mod system;
 #[cfg(test)]
@@ -140,6 +141,16 @@ pub struct Uplink {
     pub metered: bool,
     /// Its price and data cap, when metered.
     pub metering: Option<metering::Metered>,
+    /// Reached through a relay at this address (its `listen`), which forwards to the
+    /// server over its own uplink; `None`: straight to the server.
+    pub relay: Option<SocketAddr>,
+}
+
+impl Uplink {
+    /// Where the uplink's datagrams go: its relay, or the server.
+    pub fn endpoint(&self, server: SocketAddr) -> SocketAddr {
+        self.relay.unwrap_or(server)
+    }
 }
 
 /// A gateway's whole configuration.
@@ -188,6 +199,8 @@ pub struct ServerConfig {
     pub masquerade: Option<String>,
     pub max_gateways: usize,
     pub peers: Vec<Peer>,
+    /// The relays the gateways authorized (`[[relay]]`).
+    pub relays: Vec<lenders::AuthorizedRelay>,
     pub engine: EngineSection,
     pub control: ControlSection,
     pub plaintext: bool,
@@ -246,6 +259,7 @@ struct UplinkSection {
     cost_per_gb: Option<f64>,
     monthly_cap_gb: Option<f64>,
     cap_reset_day: Option<u8>,
+    relay: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -254,6 +268,8 @@ struct ServerFile {
     interface: ServerInterface,
     #[serde(rename = "gateway", default)]
     gateways: Vec<PeerSection>,
+    #[serde(rename = "relay", default)]
+    relays: Vec<lenders::RelaySection>,
     #[serde(default)]
     engine: EngineSection,
     #[serde(default)]
@@ -428,7 +444,17 @@ impl GatewayConfig {
                 u.cap_reset_day,
             )
             .map_err(&err)?;
+            let relay = match &u.relay {
+                Some(r) => Some(parse_endpoint(r).map_err(|m| {
+                    err(format!(
+                        "uplink '{name}': {}",
+                        m.replace("server.endpoint", "relay")
+                    ))
+                })?),
+                None => None,
+            };
             uplinks.push(Uplink {
+                relay,
                 metering,
                 name,
                 binding,
@@ -573,9 +599,11 @@ impl ServerConfig {
                 address: g.address,
             });
         }
+        let relays = lenders::check(raw.relays, &peers).map_err(&err)?;
         check_engine(&raw.engine).map_err(&err)?;
         check_control(&raw.control).map_err(&err)?;
         Ok(ServerConfig {
+            relays,
             private_key_file: i.private_key_file,
             listen,
             tun: i.tun,

@@ -5,8 +5,12 @@
 //! `handle_datagram`, and what `poll_deliver` releases goes back to the TUN device.
 //!
 //! Uplinks come and go without a restart: the loop re-reads the interfaces when netlink
-//! says something changed (and every few seconds), re-binding an uplink's socket when its
-//! interface reappears; the engine's heartbeats find the path again by themselves.
+//! says something changed (and every few seconds); an uplink whose interface disappears or
+//! goes down leaves the live session (its in-flight data resent on the others at once),
+//! and joins again when its interface is back and its socket re-bound
+//! (`gateway/membership.rs`). An uplink may reach the server through a relay (`relay =`
+//! in its section): its datagrams go to the relay, which forwards them over its own
+//! uplink; a relay that says it leaves takes the path out of the session the same way.
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -27,6 +31,7 @@ use crate::tun::Tun;
 use crate::udp::{RxBatch, UdpPath};
 use crate::{mss, DaemonError, Shutdown};
 
+mod membership;
 mod meter;
 
 const TUN: Token = Token(0);
@@ -55,6 +60,8 @@ struct Uplink {
     cfg: config::Uplink,
     ifindex: u32,
     link_up: bool,
+    /// When a relay's path that left joins again (`gateway/membership.rs`).
+    rejoin_at: Option<Instant>,
     tx_rate: RateMeter,
     rx_rate: RateMeter,
 }
@@ -130,6 +137,7 @@ impl Gateway {
                 cfg: u.clone(),
                 ifindex: 0,
                 link_up: false,
+                rejoin_at: None,
                 tx_rate: RateMeter::default(),
                 rx_rate: RateMeter::default(),
             })
@@ -183,6 +191,7 @@ impl Gateway {
         let mut pending = vec![false; UPLINK0 + self.uplinks.len()];
         let mut next_rescan = self.clock.now() + LINK_RESCAN;
         let mut next_snapshot = self.clock.now();
+        let mut next_rejoin = Instant::MAX;
         loop {
             let now = self.clock.now();
             let busy = pending.iter().any(|p| *p);
@@ -193,6 +202,7 @@ impl Gateway {
                 .unwrap_or(Instant::MAX)
                 .min(self.sec_timeout())
                 .min(next_rescan)
+                .min(next_rejoin)
                 .min(next_snapshot);
             let timeout = if busy {
                 Duration::ZERO
@@ -227,6 +237,7 @@ impl Gateway {
                 }
             }
             let now = self.clock.now();
+            next_rejoin = self.rejoin_due(now);
             self.rehandshake_if_silent(now);
             if let GatewaySecurity::Noise(g) = &mut self.sec {
                 g.handle_timeout(now);
@@ -316,9 +327,12 @@ impl Gateway {
             };
             self.udp_recvs += 1;
             let mut ro = std::mem::take(&mut self.rx_open);
+            let relay = self.uplinks[i].cfg.relay;
+            let endpoint = self.uplinks[i].cfg.endpoint(self.cfg.server_endpoint);
+            let mut relay_left = false;
             for g in 0..n {
                 let (meta, range) = rx.group_range(g);
-                if self.cfg.plaintext && meta.addr != self.cfg.server_endpoint {
+                if self.cfg.plaintext && meta.addr != endpoint {
                     self.drops.unknown_session += 1;
                     continue;
                 }
@@ -328,6 +342,11 @@ impl Gateway {
                     let end = (start + stride).min(range.end);
                     self.udp_rx_datagrams += 1;
                     let d = &mut rx.bytes_mut()[start..end];
+                    if let Some(leave) = membership::relay_says(relay, meta.addr, d) {
+                        relay_left |= leave;
+                        start = end;
+                        continue;
+                    }
                     // The one place received datagrams are opened: checked here, decrypted
                     // below for the whole batch at once, finished in arrival order.
                     match self.sec.open_deferred(now, path, d) {
@@ -350,6 +369,9 @@ impl Gateway {
                 ro.clear();
             }
             self.rx_open = ro;
+            if relay_left {
+                self.relay_left(i, now);
+            }
             self.deliver_quiet();
             self.transmit(now);
         }
@@ -470,7 +492,7 @@ impl Gateway {
                 }
                 let dest = Dest {
                     socket: i,
-                    to: self.cfg.server_endpoint,
+                    to: self.uplinks[i].cfg.endpoint(self.cfg.server_endpoint),
                     from: None,
                 };
                 let slot = self.tx.slot(dest, t.len, &self.sockets);
@@ -491,7 +513,7 @@ impl Gateway {
                 }
                 let dest = Dest {
                     socket: i,
-                    to: self.cfg.server_endpoint,
+                    to: self.uplinks[i].cfg.endpoint(self.cfg.server_endpoint),
                     from: None,
                 };
                 let slot = self.tx.slot(dest, t.len + overhead, &self.sockets);
@@ -568,9 +590,12 @@ impl Gateway {
         }
     }
 
-    /// Re-reads the interfaces: (re)binds uplinks whose link appeared or changed.
+    /// Re-reads the interfaces: (re)binds uplinks whose link appeared or changed; uplinks
+    /// whose link went away leave the session, those whose link came back join it.
     fn rescan_links(&mut self) {
         let ifs = config::interfaces();
+        let server = self.cfg.server_endpoint;
+        let mut changed = Vec::new();
         for (i, (u, socket)) in self.uplinks.iter_mut().zip(&mut self.sockets).enumerate() {
             let (present, index, up) = match &u.cfg.binding {
                 Binding::Interface(n) => match ifs.get(n) {
@@ -589,14 +614,16 @@ impl Gateway {
                     tracing::warn!(uplink = %u.cfg.name, "link down");
                 }
                 u.link_up = up;
+                changed.push(i);
             }
             let rebind = present && (socket.is_none() || index != u.ifindex);
             if !present && socket.is_some() {
                 tracing::warn!(uplink = %u.cfg.name, "link gone; socket closed");
                 *socket = None;
+                changed.push(i);
             }
             if rebind {
-                match UdpPath::uplink(&u.cfg.binding, self.cfg.server_endpoint) {
+                match UdpPath::uplink(&u.cfg.binding, u.cfg.endpoint(server)) {
                     Ok(s) => {
                         let reg = self.poll.registry().register(
                             &mut SourceFd(&s.as_raw_fd()),
@@ -610,11 +637,21 @@ impl Gateway {
                         tracing::info!(uplink = %u.cfg.name, local = ?s.local_addr().ok(), "uplink bound");
                         *socket = Some(s);
                         u.ifindex = index;
+                        changed.push(i);
                     }
                     Err(e) => {
                         tracing::warn!(uplink = %u.cfg.name, error = %e, "cannot bind uplink yet");
                     }
                 }
+            }
+        }
+        let now = self.clock.now();
+        changed.dedup();
+        for i in changed {
+            if self.uplinks[i].link_up && self.sockets[i].is_some() {
+                self.join_path(i, now);
+            } else {
+                self.leave_path(i, now, "link gone or down");
             }
         }
     }
@@ -648,19 +685,33 @@ impl Gateway {
         let meters: Vec<_> = (0..self.uplinks.len())
             .map(|i| self.meter_status(i, &st.metered))
             .collect();
-        let paths = st
-            .paths
-            .iter()
-            .map(|p| {
-                let has_socket = self.sockets[usize::from(p.id)].is_some();
-                let u = &mut self.uplinks[usize::from(p.id)];
+        let in_session: Vec<bool> = (0..self.uplinks.len())
+            .map(|i| self.in_session(i))
+            .collect();
+        let left = braid_core::PathStats::default();
+        let paths = (0..self.uplinks.len())
+            .map(|i| {
+                let p = st
+                    .paths
+                    .iter()
+                    .find(|p| usize::from(p.id) == i)
+                    .unwrap_or(&left);
+                let has_socket = self.sockets[i].is_some();
+                let u = &mut self.uplinks[i];
                 let tx_bps = u.tx_rate.update(p.tx_bytes, us);
                 let rx_bps = u.rx_rate.update(p.rx_bytes, us);
+                let link = u.link_up && has_socket;
                 PathStatus {
-                    id: p.id,
+                    id: i as PathId,
                     name: u.cfg.name.clone(),
-                    state: status::path_state(p, u.link_up && has_socket).to_owned(),
-                    peer: Some(self.cfg.server_endpoint.to_string()),
+                    state: if link && !in_session[i] {
+                        // A relay's path out of the session until it joins again.
+                        "left"
+                    } else {
+                        status::path_state(p, link)
+                    }
+                    .to_owned(),
+                    peer: Some(u.cfg.endpoint(self.cfg.server_endpoint).to_string()),
                     local: Some(match &u.cfg.binding {
                         Binding::Interface(n) => n.clone(),
                         Binding::Address(a) => a.to_string(),
@@ -683,7 +734,7 @@ impl Gateway {
                     },
                     tx_stalls: p.tx_stalls,
                     tx_revivals: p.tx_revivals,
-                    meter: meters.get(usize::from(p.id)).cloned().flatten(),
+                    meter: meters.get(i).cloned().flatten(),
                 }
             })
             .collect();
@@ -755,21 +806,8 @@ fn new_session(
     session_id: u32,
     now: Instant,
 ) -> Result<Session, DaemonError> {
-    let paths: Vec<PathConfig> = cfg
-        .uplinks
-        .iter()
-        .enumerate()
-        .map(|(i, u)| {
-            let learned = PathConfig::learned(i as PathId);
-            PathConfig {
-                tx_capacity_bps: u.capacity_bps.unwrap_or(learned.tx_capacity_bps),
-                rx_capacity_bps: u
-                    .down_capacity_bps
-                    .or(u.capacity_bps)
-                    .unwrap_or(learned.rx_capacity_bps),
-                ..learned
-            }
-        })
+    let paths: Vec<PathConfig> = (cfg.uplinks.iter().enumerate())
+        .map(|(i, u)| membership::path_config(u, i))
         .collect();
     let mut c = config::engine_config(&cfg.engine, mtu, session_id);
     c.metering = metered_uplinks(cfg, Clock::unix_time().as_secs());

@@ -6,6 +6,11 @@
 //! not that gateway's address is dropped (no gateway can send as another), and traffic
 //! between gateways is not forwarded.
 //!
+//! Relays (`braid relay`) carry a gateway's paths over their own uplinks: each datagram a
+//! relay forwards comes in its lender envelope (braid-secure `lender`), checked against
+//! the `[[relay]]` sections (the relay's key, authorized by the session's owner) before the
+//! datagram inside is handled as the gateway's own; see `server/lent.rs`.
+//!
 //! A gateway's path address is whatever the last datagram that opened on that path came
 //! from, so a NAT rebinding or a modem reconnect moves the path without ending the
 //! session.
@@ -32,6 +37,8 @@ use crate::tun::Tun;
 use crate::udp::{RxBatch, UdpPath};
 use crate::{mss, DaemonError, Shutdown};
 
+mod lent;
+
 const TUN: Token = Token(0);
 const SIGNALS: Token = Token(1);
 const UDP: Token = Token(2);
@@ -56,6 +63,9 @@ struct Peer {
     started: Instant,
     last_rx: Instant,
     rates: Vec<(RateMeter, RateMeter)>,
+    /// The gateway's key (the session's owner, who authorizes relays); `None` without
+    /// encryption.
+    owner: Option<braid_secure::PublicKey>,
 }
 
 /// The running server.
@@ -79,7 +89,9 @@ pub struct Server {
     tx: TxBatches,
     rx: RxBatch,
     /// Received data waiting for its AEAD (on two threads): source and our address.
-    rx_open: RxOpen<(SocketAddr, Option<IpAddr>)>,
+    rx_open: RxOpen<(SocketAddr, Option<IpAddr>, Option<u32>)>,
+    /// The relays' gate, when the config authorizes any.
+    lenders: Option<lent::Lenders>,
     scratch: Vec<u8>,
     deliver: Vec<u8>,
     drops: Drops,
@@ -95,7 +107,32 @@ impl Server {
     /// forwarding and nftables rules (undone at shutdown).
     pub fn new(cfg: ServerConfig, shared: Shared) -> Result<Server, DaemonError> {
         let clock = Clock::start();
+<<<<<<< HEAD
         let sec = crate::secure::server_security(&cfg, clock.now())?;
+=======
+        let sec = if cfg.plaintext {
+            ServerSecurity::Plaintext
+        } else {
+            let key = config::load_private_key(&cfg.file, &cfg.private_key_file)?;
+            let mut peers = Vec::with_capacity(cfg.peers.len());
+            for p in &cfg.peers {
+                peers.push(config::parse_public_key(&p.public_key).map_err(|e| {
+                    DaemonError::Setup(format!(
+                        "{}: gateway '{}': public_key: {e}",
+                        cfg.file, p.name
+                    ))
+                })?);
+            }
+            let seed = braid_secure::Seed::from_os()
+                .map_err(|e| DaemonError::Setup(format!("no random numbers: {e}")))?;
+            let sc = braid_secure::ServerConfig::new(key, peers, seed);
+            ServerSecurity::Noise(Box::new(
+                braid_secure::Server::new(sc, clock.now())
+                    .map_err(|e| DaemonError::Setup(format!("{}: {e}", cfg.file)))?,
+            ))
+        };
+        let lenders = lent::Lenders::new(&cfg)?;
+>>>>>>> relay
         let poll = Poll::new()?;
         let socket = UdpPath::listen(cfg.listen).map_err(|e| {
             DaemonError::Setup(format!(
@@ -179,6 +216,7 @@ impl Server {
             tx: TxBatches::new(64, crypto_pool(&cfg, "braid-seal")?),
             rx: RxBatch::new(),
             rx_open: RxOpen::new(crypto_pool(&cfg, "braid-open")?),
+            lenders,
             scratch: vec![0; scratch_len],
             deliver: Vec::with_capacity(usize::from(cfg.mtu) + 64),
             drops: Drops::default(),
@@ -290,16 +328,30 @@ impl Server {
                 while start < range.end {
                     let end = (start + stride).min(range.end);
                     self.udp_rx_datagrams += 1;
-                    let d = &mut rx.bytes_mut()[start..end];
+                    // A relay's envelope first: what it carries goes on as if the gateway
+                    // had sent it, with the lender beside it.
+                    let (inner, lender) =
+                        if braid_secure::lender::LenderGate::is_lent(&rx.bytes_mut()[start..end]) {
+                            match self.unwrap_lent(now, &rx.bytes_mut()[start..end]) {
+                                Some((r, l)) => (start + r.start..start + r.end, Some(l)),
+                                None => {
+                                    start = end;
+                                    continue;
+                                }
+                            }
+                        } else {
+                            (start..end, None)
+                        };
+                    let d = &mut rx.bytes_mut()[inner.clone()];
                     // The one place received datagrams are opened: checked here, decrypted
                     // below for the whole batch at once, finished in arrival order.
                     let load = self.load(now);
                     match self.sec.open_deferred(now, from, load, d, &mut self.reply) {
                         Ok(Deferred::Open { key, header }) => {
-                            ro.push((from, local), start..end, key, header)
+                            ro.push((from, local, lender), inner, key, header)
                         }
-                        Ok(Deferred::Ready(o)) => self.receive(now, from, local, d, Ok(o)),
-                        Err(e) => self.receive(now, from, local, d, Err(e)),
+                        Ok(Deferred::Ready(o)) => self.receive(now, from, local, lender, d, Ok(o)),
+                        Err(e) => self.receive(now, from, local, lender, d, Err(e)),
                     }
                     start = end;
                 }
@@ -307,9 +359,9 @@ impl Server {
             if !ro.is_empty() {
                 ro.open_all(rx.bytes_mut());
                 for k in 0..ro.len() {
-                    let ((from, local), range, result) = ro.result(k);
+                    let ((from, local, lender), range, result) = ro.result(k);
                     let opened = self.sec.finish_open(now, result);
-                    self.receive(now, from, local, &mut rx.bytes_mut()[range], opened);
+                    self.receive(now, from, local, lender, &mut rx.bytes_mut()[range], opened);
                 }
                 ro.clear();
             }
@@ -332,13 +384,15 @@ impl Server {
         }
     }
 
-    /// One datagram from `from` (to our address `local`), opened (or not) by the security
-    /// layer. Nothing is kept for a datagram that does not open.
+    /// One datagram from `from` (to our address `local`), carried by `lender` or straight
+    /// from the gateway, opened (or not) by the security layer. Nothing is kept for a
+    /// datagram that does not open.
     fn receive(
         &mut self,
         now: Instant,
         from: SocketAddr,
         local: Option<IpAddr>,
+        lender: Option<u32>,
         d: &mut [u8],
         opened: Result<Opened, braid_secure::Dropped>,
     ) {
@@ -381,6 +435,9 @@ impl Server {
                 return;
             }
         }
+        if !self.admit_path(now, id, path, lender) {
+            return;
+        }
         let Some(p) = self.peers.get_mut(&id) else {
             return;
         };
@@ -391,6 +448,9 @@ impl Server {
             }
         }
         p.last_rx = now;
+        if p.remotes.len() <= usize::from(path) {
+            p.remotes.resize(usize::from(path) + 1, None);
+        }
         if let Some(slot) = p.remotes.get_mut(usize::from(path)) {
             if let Some((old, _)) = *slot {
                 if old != from {
@@ -434,7 +494,11 @@ impl Server {
                     let paths = crate::secure::payload_paths(&payload);
                     // The source is learnt from the first data datagram.
                     let any = SocketAddr::from(([0, 0, 0, 0], 0));
-                    self.open_session(now, id, name, fixed, paths, any);
+                    if self.open_session(now, id, name, fixed, paths, any) {
+                        if let Some(p) = self.peers.get_mut(&id) {
+                            p.owner = Some(peer);
+                        }
+                    }
                 }
                 braid_secure::Event::Closed { session, reason } => {
                     if let Some(p) = self.peers.remove(&session.get()) {
@@ -743,6 +807,7 @@ impl Server {
                 started: now,
                 last_rx: now,
                 rates: Vec::new(),
+                owner: None,
             },
         );
         true

@@ -118,6 +118,11 @@ pub struct Drops {
     pub tun_errors: u64,
     /// Gateways refused because the table was full.
     pub table_full: u64,
+    /// Datagrams a relay carried that were refused: unknown, revoked, forged or replayed
+    /// lender envelopes, and relays lending to a session whose owner did not authorize
+    /// them (server) or a path another relay lends.
+    #[serde(default)]
+    pub lent_refused: u64,
 }
 
 /// The whole daemon.

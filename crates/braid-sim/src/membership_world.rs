@@ -76,6 +76,8 @@ pub struct MembershipRun {
     pub file_bytes: usize,
     pub duration: Duration,
     pub seed: u64,
+    /// Both engines' configuration (its seed is replaced by `seed`).
+    pub config: Config,
 }
 
 /// What happened.
@@ -85,6 +87,9 @@ pub struct MembershipOutcome {
     pub sent_hash: u64,
     pub received_hash: u64,
     pub received_bytes: usize,
+    /// Whether what arrived is the file's first `received_bytes` bytes (for a run that
+    /// ends before the file does).
+    pub received_prefix_intact: bool,
     /// When the last byte was read.
     pub completed: Option<Duration>,
     /// Bytes read per 100 ms.
@@ -134,7 +139,7 @@ fn hash(bytes: impl Iterator<Item = u8>) -> u64 {
 pub fn run_membership(run: &MembershipRun) -> Result<MembershipOutcome, MembershipRunError> {
     let config = Config {
         seed: run.seed,
-        ..Config::default()
+        ..run.config.clone()
     };
     let mut traces = TraceCache::default();
     let mut paths = Vec::new();
@@ -350,6 +355,7 @@ pub fn run_membership(run: &MembershipRun) -> Result<MembershipOutcome, Membersh
     } else {
         0
     };
+    out.received_prefix_intact = rx_hash.finish() == hash((0..received).map(file_byte));
     out.gateway = gw.membership_stats();
     out.server = srv.membership_stats();
     out.failover_resent = gw.stats().failover_resent;
@@ -386,6 +392,7 @@ mod tests {
             file_bytes: 4_000_000,
             duration: secs(30.0),
             seed: 7,
+            config: Config::default(),
         }
     }
 

@@ -71,6 +71,15 @@ pub struct Path {
     rx: RxState,
 }
 
+/// A path's send numbering: its next path sequence number and the peer's latest
+/// acknowledgement of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Numbering {
+    next_seq: u32,
+    peer_highest_seq: Option<u32>,
+    peer_received: u32,
+}
+
 /// What we know about sending on the path.
 #[derive(Clone, Debug)]
 struct TxState {
@@ -259,6 +268,29 @@ impl Path {
     /// no longer hears it, and its acknowledgements have not stalled ([`liveness`]).
     pub fn is_live(&self) -> bool {
         self.rx.live && self.tx.peer_live && !self.tx.liveness.is_stalled()
+    }
+
+    /// Where the path's sequence numbering stands, for a path that leaves and may join
+    /// again under the same id while its peer kept it (`session/membership.rs`).
+    pub(crate) fn numbering(&self) -> Numbering {
+        Numbering {
+            next_seq: self.tx.next_seq,
+            peer_highest_seq: self.tx.peer_highest_seq,
+            peer_received: self.tx.peer_received,
+        }
+    }
+
+    /// Continues the numbering a path of this id had when it left.
+    pub(crate) fn resume_numbering(&mut self, n: Numbering) {
+        self.tx.next_seq = n.next_seq;
+        self.tx.peer_highest_seq = n.peer_highest_seq;
+        self.tx.peer_received = n.peer_received;
+    }
+
+    /// Marks the path not heard yet: it carries only heartbeats until the peer answers on
+    /// it (a path that joins where nobody may be listening yet).
+    pub(crate) fn mark_unheard(&mut self) {
+        self.rx.live = false;
     }
 
     /// Failure detection state of the direction we send on.

@@ -12,12 +12,18 @@
 //! is failed by the liveness checks like any dead path, and its driver may then remove
 //! it).
 //!
+//! A path that joins again under an id it had continues that id's send numbering, so a
+//! peer that kept the path (a hot-plugged modem leaves only the gateway's session) sees a
+//! gap, not sequence numbers running backwards. [`Session::add_path_unheard`] joins a path
+//! that may have nobody at its far end yet (a relay that left, a modem that reappeared): it
+//! carries heartbeats only until the peer answers on it.
+//!
 //! A path may carry who lends it, a [`LenderId`]. A revoked lender's paths are removed,
 //! and every datagram that arrives later on a path it lent is refused and counted
 //! ([`MembershipStats::revoked_refused`]); authenticating the lender itself is the
 //! daemons' (braid-secure `lender`).
 
-use crate::path::Path;
+use crate::path::{Numbering, Path};
 use crate::{Instant, PathConfig, PathId};
 
 use super::Session;
@@ -57,6 +63,8 @@ pub struct MembershipStats {
 pub(super) struct Membership {
     /// `lenders[id]`: who lends (or last lent) path `id`.
     lenders: Box<[Option<LenderId>; 256]>,
+    /// `numbering[id]`: where path `id`'s send numbering stood when it left.
+    numbering: Box<[Option<Numbering>; 256]>,
     revoked: Vec<LenderId>,
     pub(super) stats: MembershipStats,
 }
@@ -65,6 +73,7 @@ impl Default for Membership {
     fn default() -> Membership {
         Membership {
             lenders: Box::new([None; 256]),
+            numbering: Box::new([None; 256]),
             revoked: Vec::new(),
             stats: MembershipStats::default(),
         }
@@ -105,12 +114,31 @@ impl Session {
         }
         self.inputs_changed();
         let capacity_interval = self.config.capacity_interval;
-        self.paths.push(Path::new(path, capacity_interval, now));
+        let mut p = Path::new(path, capacity_interval, now);
+        if let Some(n) = self.membership.numbering[usize::from(path.id)] {
+            p.resume_numbering(n);
+        }
+        self.paths.push(p);
         self.ack_dirty.push(false);
         self.reindex();
         self.membership.lenders[usize::from(path.id)] = lender;
         self.membership.stats.paths_added += 1;
         self.sync_queues_capped();
+        Ok(())
+    }
+
+    /// [`Session::add_path`] for a path that may have nobody at its far end yet: it
+    /// carries heartbeats only, until the peer answers on it.
+    pub fn add_path_unheard(
+        &mut self,
+        now: Instant,
+        path: &PathConfig,
+        lender: Option<LenderId>,
+    ) -> Result<(), MembershipError> {
+        self.add_path(now, path, lender)?;
+        if let Some(p) = self.paths.last_mut() {
+            p.mark_unheard();
+        }
         Ok(())
     }
 
@@ -130,6 +158,7 @@ impl Session {
         self.inputs_changed();
         self.recovery.on_path_failed(now);
         self.resend_in_flight(pi);
+        self.membership.numbering[usize::from(id)] = Some(self.paths[pi].numbering());
         self.paths.remove(pi);
         self.ack_dirty.remove(pi);
         if self.ack_cursor >= self.paths.len() {
@@ -266,5 +295,40 @@ mod tests {
         }
         assert!(refused > 0);
         assert_eq!(s.membership_stats().revoked_refused, refused);
+    }
+
+    #[test]
+    fn a_path_that_joins_again_continues_its_numbering_and_an_unheard_one_waits() {
+        let mut now = Instant::from_millis(10);
+        let mut gw = Session::new(
+            Config::default(),
+            Role::Gateway,
+            &[PathConfig::learned(0), PathConfig::learned(1)],
+            Instant::ZERO,
+        )
+        .unwrap();
+        let mut buf = vec![0; gw.transmit_buffer_len()];
+        for _ in 0..20 {
+            now += std::time::Duration::from_millis(50);
+            gw.handle_timeout(now);
+            while gw.poll_transmit(now, &mut buf).is_some() {}
+        }
+        let numbering = |s: &Session| {
+            let p = s.paths().iter().find(|p| p.id() == 1).unwrap();
+            (p.numbering(), p.is_live())
+        };
+        let (before, _) = numbering(&gw);
+        let fresh = Path::new(&PathConfig::learned(1), gw.config().capacity_interval, now);
+        assert_ne!(before, fresh.numbering(), "the path sent something");
+        gw.remove_path(now, 1).unwrap();
+        gw.add_path_unheard(now, &PathConfig::learned(1), None)
+            .unwrap();
+        let (after, live) = numbering(&gw);
+        assert_eq!(after, before, "the numbering continues");
+        assert!(!live, "an unheard path waits for the peer");
+        // A path never seen before starts afresh and optimistic.
+        gw.add_path(now, &PathConfig::learned(2), None).unwrap();
+        let p = gw.paths().iter().find(|p| p.id() == 2).unwrap();
+        assert!(p.is_live());
     }
 }

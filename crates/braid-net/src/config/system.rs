@@ -4,7 +4,17 @@ use std::collections::HashMap;
 use std::net::{IpAddr, UdpSocket};
 use std::path::Path;
 
-use super::{Binding, ConfigError, GatewayConfig, ServerConfig, TUNNEL_OVERHEAD};
+use super::{Binding, ConfigError, GatewayConfig, ServerConfig, Uplink, TUNNEL_OVERHEAD};
+
+/// Bytes a relay adds to each of an uplink's datagrams (its lender envelope), which the
+/// relay's own uplink must carry.
+fn relayed(u: &Uplink) -> u32 {
+    if u.relay.is_some() {
+        braid_secure::lender::LENDER_OVERHEAD as u32
+    } else {
+        0
+    }
+}
 
 /// What the system says about one network interface.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -116,7 +126,7 @@ impl GatewayConfig {
                             }
                         )));
                     };
-                    min_mtu = min_mtu.min(info.mtu);
+                    min_mtu = min_mtu.min(info.mtu.saturating_sub(relayed(u)));
                 }
                 Binding::Address(a) => {
                     let Some((_, info)) = ifs.iter().find(|(_, i)| i.addresses.contains(a)) else {
@@ -125,7 +135,7 @@ impl GatewayConfig {
                             u.name
                         )));
                     };
-                    min_mtu = min_mtu.min(info.mtu);
+                    min_mtu = min_mtu.min(info.mtu.saturating_sub(relayed(u)));
                 }
             }
         }

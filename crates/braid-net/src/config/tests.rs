@@ -361,3 +361,44 @@ fn metered_uplinks_take_a_price_a_cap_and_a_target() {
     let e = gateway_err(&text.replace("target_mbps = 2", "target_mbps = -2"));
     assert!(e.contains("engine.metering.target_mbps = -2"), "{e}");
 }
+
+#[test]
+fn relays_are_authorized_per_gateway_and_uplinks_reach_them() {
+    const RELAY_KEY: &str = "HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw=";
+    let relays = format!(
+        "{SERVER}\n[[relay]]\nname = \"neighbour\"\npublic_key = \"{RELAY_KEY}\"\ngateway = \"bus-17\"\n"
+    );
+    let s = ServerConfig::parse("srv.toml", &relays).unwrap();
+    assert_eq!(s.relays.len(), 1);
+    assert_eq!(
+        (s.relays[0].gateway.as_str(), s.relays[0].revoked),
+        ("bus-17", false)
+    );
+    let revoked = format!("{relays}revoked = true\n");
+    assert!(ServerConfig::parse("srv.toml", &revoked).unwrap().relays[0].revoked);
+    let e = server_err(&relays.replace("gateway = \"bus-17\"", "gateway = \"bus-18\""));
+    assert!(e.contains("names no [[gateway]]"), "{e}");
+    let e = server_err(&relays.replace(RELAY_KEY, "not a key"));
+    assert!(e.contains("relay 'neighbour': public_key"), "{e}");
+    let twice = format!(
+        "{relays}\n[[relay]]\nname = \"other\"\npublic_key = \"{RELAY_KEY}\"\ngateway = \"bus-17\"\n"
+    );
+    assert!(server_err(&twice).contains("same public_key"));
+
+    let g = GatewayConfig::parse(
+        "gw.toml",
+        &GATEWAY.replace(
+            "capacity_mbps = 20",
+            "capacity_mbps = 20\nrelay = \"192.168.1.1:7000\"",
+        ),
+    )
+    .unwrap();
+    let server = g.server_endpoint;
+    assert_eq!(g.uplinks[0].endpoint(server), server);
+    assert_eq!(
+        g.uplinks[1].endpoint(server),
+        "192.168.1.1:7000".parse().unwrap()
+    );
+    let e = gateway_err(&GATEWAY.replace("capacity_mbps = 20", "relay = \"nowhere:port\""));
+    assert!(e.contains("uplink 'lte': relay"), "{e}");
+}

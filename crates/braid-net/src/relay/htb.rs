@@ -35,7 +35,8 @@ pub struct Shaping {
     pub device: String,
     /// The uplink's rate, bits per second.
     pub uplink_bps: u64,
-    /// The shared class's guarantee (BaPu §5: 500 kbit/s).
+    /// The shared class's guarantee (BaPu §5 used 500 kbit/s; the default is 3% of the
+    /// uplink, `relay/mod.rs`).
     pub guarantee_bps: u64,
     /// The shared class's ceiling: what the relay lends at most.
     pub lend_bps: u64,
