@@ -108,6 +108,9 @@ fn rpc_json(st: braid_core::rpc::RpcStats) -> serde_json::Value {
         "paced": st.paced,
         "sack_clipped": st.sack_clipped,
         "losses": st.losses,
+        "losses_spurious": st.losses_spurious,
+        "tunnel_resends": st.tunnel_resends,
+        "losses_tunnel_repaired": st.losses_tunnel_repaired,
         "nacks": st.nacks,
         "longest_hold_ms": st.longest_hold.as_secs_f64() * 1e3,
     })
@@ -166,9 +169,27 @@ impl Figure {
                 let rpc = engines.as_ref().and_then(|e| e.server.rpc_stats());
                 let sender = (r.workloads.iter())
                     .find_map(|w| w.tcp.as_ref().and_then(|t| t.sender.clone()));
+                // Where the losses came from: the links' queues and loss models, and
+                // what braid's own loss recovery resent.
+                let drops: Vec<_> = (r.paths.iter())
+                    .map(|p| {
+                        json!({
+                            "path": p.name,
+                            "queue": p.down.packets_dropped_queue,
+                            "random": p.down.packets_lost_random,
+                        })
+                    })
+                    .collect();
+                let braid_resent = (r.server.as_ref())
+                    .map(|st| st.loss_recovery.retransmissions_sent + st.failover_resent);
                 detail.insert(
                     s.name.to_owned(),
-                    json!({ "tcp_sender": sender, "rpc": rpc.map(rpc_json) }),
+                    json!({
+                        "tcp_sender": sender,
+                        "rpc": rpc.map(rpc_json),
+                        "down_drops": drops,
+                        "braid_resent": braid_resent,
+                    }),
                 );
                 row.push(v);
             }

@@ -726,6 +726,10 @@ impl Session {
     fn poll_repair(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let repair = self.recovery.poll_repair(now, &self.paths)?;
         let pi = self.index[usize::from(repair.path)].map(usize::from)?;
+        let resent = match repair.body {
+            crate::fec::RepairBody::Retransmit { seq, .. } => Some(seq),
+            _ => None,
+        };
         let message = repair.body.message();
         let kind = match repair.body {
             b if b.is_feedback() => SentKind::Control,
@@ -766,6 +770,9 @@ impl Session {
                 len,
             });
         self.recovery.on_repair_sent(now);
+        if let Some(seq) = resent {
+            self.rpc_on_resent(now, pi, seq);
+        }
         if matches!(kind, SentKind::Repair | SentKind::Coded) {
             self.stats.repair_sent += 1;
         }

@@ -65,6 +65,7 @@ pub struct RpcFlow {
     ids: Vec<Identified>,
     lost: Vec<Lost>,
     detect_losses: bool,
+    tunnel_repairs: bool,
     /// The end of the highest segment any ACK reported.
     highest_reported: u64,
     min_hold: Duration,
@@ -116,6 +117,7 @@ impl RpcFlow {
             ids: Vec::new(),
             lost: Vec::new(),
             detect_losses: cfg.detect_losses,
+            tunnel_repairs: cfg.tunnel_repairs,
             highest_reported: base,
             min_hold: cfg.min_hold,
             max_hold: cfg.max_hold,
@@ -140,11 +142,11 @@ impl RpcFlow {
         &self.meta
     }
 
-    /// A data segment sent on `link`.
-    pub fn on_data(&mut self, now: Instant, link: PathId, seg: &Segment) {
+    /// A data segment of `len` sequence numbers from `wire_seq`, sent on `link`.
+    pub fn on_sent(&mut self, now: Instant, link: PathId, wire_seq: u32, len: u32) {
         self.last_active = now;
-        let len = u64::from(seg.payload_len) + u64::from(seg.syn()) + u64::from(seg.fin());
-        let start = seq::extend(seg.seq, self.meta.highest_sent());
+        let start = seq::extend(wire_seq, self.meta.highest_sent());
+        let len = u64::from(len);
         if let Some(order) = self.meta.on_sent(now, link, start, start + len) {
             self.loss.on_sent(link, order, start.max(self.meta.cum()));
         }
@@ -169,6 +171,7 @@ impl RpcFlow {
         self.lost.clear();
         self.meta.identify(ack, &sack, &mut self.ids);
         for d in &self.ids {
+            sink.stats.losses_spurious += u64::from(d.was_lost);
             sink.share.on_delivered(now, d.link, d.end - d.start);
             if !d.retransmitted {
                 sink.share
@@ -183,7 +186,19 @@ impl RpcFlow {
             .flatten()
             .map(|b| b * self.peak_rate);
         if self.detect_losses {
-            self.loss.detect(&mut self.meta, &self.ids, &mut self.lost);
+            // A resent segment reported sooner than its link's quickest round trip was
+            // reported by an earlier copy (a spurious resend, or the original after the
+            // tunnel's repair): it says nothing about the order on the resend's link, and
+            // taken as an arrival there it made every resend sent before it look lost.
+            let share = &*sink.share;
+            let own_arrival = |d: &Identified| {
+                !d.retransmitted
+                    || share
+                        .min_rtt(d.link)
+                        .is_none_or(|m| now.saturating_duration_since(d.sent_at) >= m * 7 / 8)
+            };
+            self.loss
+                .detect(&mut self.meta, &self.ids, own_arrival, &mut self.lost);
         }
         // The re-sequencing buffer's size (PRISM Figure 12): from the left edge to the
         // highest byte reported.
@@ -197,19 +212,33 @@ impl RpcFlow {
 
         let before = self.state;
         if !self.lost.is_empty() {
+            let mut to_resend = false;
             for l in &self.lost {
-                self.recovery_point = self.recovery_point.max(l.record.end);
+                // The tunnel resends a first transmission's drop; a resend's drop is left
+                // to the sender, in case the tunnel has given up on it.
+                let repaired = self.tunnel_repairs && !l.record.retransmitted;
+                if !repaired {
+                    to_resend = true;
+                    self.recovery_point = self.recovery_point.max(l.record.end);
+                }
+                sink.stats.losses_tunnel_repaired += u64::from(repaired);
                 sink.losses.push_back(LossEvent {
                     flow: self.key,
                     link: l.record.link,
                     seq: seq::wire(l.start),
-                    len: (l.record.end - l.start) as u32,
+                    len: if repaired {
+                        0
+                    } else {
+                        (l.record.end - l.start) as u32
+                    },
                     share: sink.share.share(now, l.record.link),
                     at: now,
                 });
             }
             sink.stats.losses += self.lost.len() as u64;
-            self.state = self.state.on(Input::LossDetected).to;
+            if to_resend {
+                self.state = self.state.on(Input::LossDetected).to;
+            }
         }
         let advanced = ack > old_cum;
         let input = if advanced {

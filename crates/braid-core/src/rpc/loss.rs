@@ -57,9 +57,17 @@ impl LossDetector {
     }
 
     /// After `identified` were reported, declares lost (in `meta` and on `out`) the
-    /// segments of each link that at least `threshold` later ones on it overtook.
-    pub fn detect(&mut self, meta: &mut MetaState, identified: &[Identified], out: &mut Vec<Lost>) {
-        for d in identified {
+    /// segments of each link that at least `threshold` later ones on it overtook. Only
+    /// those for which `own_arrival` holds count as overtaking: a report that may come
+    /// from another copy of the segment says nothing about its link's order.
+    pub fn detect(
+        &mut self,
+        meta: &mut MetaState,
+        identified: &[Identified],
+        own_arrival: impl Fn(&Identified) -> bool,
+        out: &mut Vec<Lost>,
+    ) {
+        for d in identified.iter().filter(|d| own_arrival(d)) {
             let Some(q) = self.links.get_mut(usize::from(d.link)) else {
                 continue;
             };
@@ -115,7 +123,7 @@ mod tests {
         let mut lost = Vec::new();
         // 3 arrives (link 1): 1 on link 1 is lost; nothing on link 0 is judged.
         m.identify(0, &[(3, 4)], &mut ids);
-        d.detect(&mut m, &ids, &mut lost);
+        d.detect(&mut m, &ids, |_| true, &mut lost);
         assert_eq!(lost.iter().map(|l| l.start).collect::<Vec<_>>(), vec![1]);
         assert_eq!(m.record(1).unwrap().state, SegmentState::Lost);
         // Its retransmission on link 0, then 4 (sent before it on link 0) arrives: no loss.
@@ -123,7 +131,7 @@ mod tests {
         ids.clear();
         lost.clear();
         m.identify(0, &[(4, 5), (3, 4)], &mut ids);
-        d.detect(&mut m, &ids, &mut lost);
+        d.detect(&mut m, &ids, |_| true, &mut lost);
         assert_eq!(lost.iter().map(|l| l.start).collect::<Vec<_>>(), vec![0, 2]);
         assert_eq!(m.record(1).unwrap().state, SegmentState::Outstanding);
     }
@@ -138,17 +146,17 @@ mod tests {
         let mut ids = Vec::new();
         let mut lost = Vec::new();
         m.identify(0, &[(1, 2)], &mut ids);
-        d.detect(&mut m, &ids, &mut lost);
+        d.detect(&mut m, &ids, |_| true, &mut lost);
         assert!(lost.is_empty(), "one overtaking segment is not enough");
         ids.clear();
         m.identify(0, &[(1, 3)], &mut ids);
-        d.detect(&mut m, &ids, &mut lost);
+        d.detect(&mut m, &ids, |_| true, &mut lost);
         assert_eq!(lost.iter().map(|l| l.start).collect::<Vec<_>>(), vec![0]);
         // A segment reported before the front's verdict counts once the front goes.
         ids.clear();
         lost.clear();
         m.identify(4, &[], &mut ids);
-        d.detect(&mut m, &ids, &mut lost);
+        d.detect(&mut m, &ids, |_| true, &mut lost);
         assert!(lost.is_empty());
         assert!(d.links[0].sent.is_empty() && d.links[0].reported == 0);
     }

@@ -73,6 +73,14 @@ pub struct RpcConfig {
     /// Figure 11's "ACK re-sequencing only"): held ones go out when the cumulative ACK
     /// passes them or at `max_hold`.
     pub detect_losses: bool,
+    /// The tunnel repairs its links' drops itself (braid's loss recovery): a first
+    /// transmission found lost is reported as congestion only (a [`LossEvent`] of `len`
+    /// 0: the sender cuts its window by the link's share and resends nothing), and the
+    /// flow stays NORMAL, holding its duplicates until the repair fills the hole. Off in
+    /// the session: braid's repair of a drop comes late (its nack waits for every path),
+    /// the held ACKs reach their bound first and the sender resends from their SACK
+    /// blocks anyway (docs/benchmarks.md, prism-fig6a).
+    pub tunnel_repairs: bool,
 }
 
 impl Default for RpcConfig {
@@ -87,8 +95,18 @@ impl Default for RpcConfig {
             max_flows: 1024,
             nack: false,
             detect_losses: true,
+            tunnel_repairs: false,
         }
     }
+}
+
+/// A data segment RPC recorded: its flow, first sequence number and length (SYN and FIN
+/// count one each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SentSegment {
+    pub key: FlowKey,
+    pub seq: u32,
+    pub len: u32,
 }
 
 /// A loss RPC detected: the negative ACK of §6.2.1.
@@ -98,7 +116,8 @@ pub struct LossEvent {
     pub flow: FlowKey,
     /// The link that lost it.
     pub link: PathId,
-    /// The lost segment's sequence number and length.
+    /// The lost segment's sequence number and length; length 0 when the tunnel repairs
+    /// it ([`RpcConfig::tunnel_repairs`]): congestion on `link`, nothing to resend.
     pub seq: u32,
     pub len: u32,
     /// The link's share of the bandwidth, `p` in §6.2.1: TCP-PRISM cuts its window by it.
@@ -131,10 +150,17 @@ pub struct RpcStats {
     pub untouched: u64,
     /// Segments detected lost.
     pub losses: u64,
+    /// Of those, the ones whose first transmission was reported later (reordering within
+    /// a link taken for a loss, or a repair RPC did not see): the NACK was spurious.
+    pub losses_spurious: u64,
+    /// The tunnel's own resends of segments RPC had recorded ([`Rpc::on_resent`]).
+    pub tunnel_resends: u64,
     /// Flows dropped because the table was full.
     pub flows_evicted: u64,
     /// Negative ACKs sent to the sender.
     pub nacks: u64,
+    /// Losses reported as congestion only, the tunnel repairing them.
+    pub losses_tunnel_repaired: u64,
     /// The longest any ACK was held (at most [`RpcConfig::max_hold`] when
     /// `handle_timeout` is called at `poll_timeout`).
     pub longest_hold: Duration,
@@ -164,17 +190,17 @@ impl Rpc {
         }
     }
 
-    /// A packet sent towards the receiver on `link`.
-    pub fn on_data(&mut self, now: Instant, link: PathId, packet: &[u8]) {
-        let Ok(seg) = segment::parse(packet) else {
-            return;
-        };
+    /// A packet sent towards the receiver on `link`. Returns the data segment recorded,
+    /// for [`Rpc::on_resent`].
+    pub fn on_data(&mut self, now: Instant, link: PathId, packet: &[u8]) -> Option<SentSegment> {
+        let seg = segment::parse(packet).ok()?;
         if seg.rst() {
             self.remove(&seg.key);
-            return;
+            return None;
         }
-        if seg.payload_len == 0 && !seg.syn() && !seg.fin() {
-            return;
+        let len = seg.payload_len + u32::from(seg.syn()) + u32::from(seg.fin());
+        if len == 0 {
+            return None;
         }
         if !self.flows.contains_key(&seg.key) {
             self.make_room();
@@ -183,7 +209,23 @@ impl Rpc {
         self.flows
             .entry(seg.key)
             .or_insert_with(|| RpcFlow::new(&cfg, seg.key, seg.seq, now))
-            .on_data(now, link, &seg);
+            .on_sent(now, link, seg.seq, len);
+        Some(SentSegment {
+            key: seg.key,
+            seq: seg.seq,
+            len,
+        })
+    }
+
+    /// The tunnel sent a segment recorded by [`Rpc::on_data`] again, on `link` (braid's
+    /// own loss recovery repairing a link's drop, or failover): in the history it replaces
+    /// the first transmission, whose loss the tunnel has repaired, so RPC neither reports
+    /// that loss to the sender nor takes the repair's late arrival for another.
+    pub fn on_resent(&mut self, now: Instant, link: PathId, s: &SentSegment) {
+        if let Some(flow) = self.flows.get_mut(&s.key) {
+            flow.on_sent(now, link, s.seq, s.len);
+            self.stats.tunnel_resends += 1;
+        }
     }
 
     /// A packet coming back towards the sender: released now or held.

@@ -7,7 +7,8 @@
 //! does not know it skips it by its length (RFC 9293 §3.1) and sees one more duplicate
 //! ACK, which in LOSS state (where RPC releases every duplicate) changes nothing;
 //! TCP-PRISM (the simulator's `tcp_cc = "prism"`) retransmits `seq` at once and cuts its
-//! window by `share` only (§6.2.2).
+//! window by `share` only (§6.2.2). A `len` of 0 says the tunnel repairs the loss
+//! itself: the window is cut, nothing is resent.
 
 use super::segment::{self, Segment};
 use super::LossEvent;
@@ -24,6 +25,7 @@ pub const LEN: usize = 15;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Nack {
     pub seq: u32,
+    /// 0: the tunnel repairs it, congestion only.
     pub len: u32,
     /// The lossy link's share of the bandwidth, `p` in §6.2.1, in `[0, 1]`.
     pub share: f64,

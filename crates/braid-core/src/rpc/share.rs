@@ -23,6 +23,8 @@ struct Link {
     /// Smoothed round trip of segments sent on the link, from send to the ACK reporting
     /// them (PRISM's hRTT, Figure 5's NORMAL state).
     srtt: Option<Duration>,
+    /// The quickest of those round trips.
+    min_rtt: Option<Duration>,
 }
 
 /// Per-link bandwidth for the loss information.
@@ -55,10 +57,16 @@ impl LinkShare {
     /// A round-trip sample of a segment first sent on `link` (RFC 6298's 1/8 gain).
     pub fn on_rtt(&mut self, link: PathId, sample: Duration) {
         let l = self.link(link);
+        l.min_rtt = Some(l.min_rtt.map_or(sample, |m| m.min(sample)));
         l.srtt = Some(match l.srtt {
             Some(s) => (s * 7 + sample) / 8,
             None => sample,
         });
+    }
+
+    /// The quickest round trip seen on `link`.
+    pub fn min_rtt(&self, link: PathId) -> Option<Duration> {
+        self.links.get(usize::from(link)).and_then(|l| l.min_rtt)
     }
 
     /// Each link's smoothed round trip, by link id.

@@ -45,7 +45,7 @@ fn figure4_snapshots_identify_and_detect() {
         let mut ids = Vec::new();
         let mut lost = Vec::new();
         m.identify(ack, &[block], &mut ids);
-        d.detect(&mut m, &ids, &mut lost);
+        d.detect(&mut m, &ids, |_| true, &mut lost);
         let got: Vec<(u64, PathId)> = ids.iter().map(|x| (x.start, x.link)).collect();
         assert_eq!(got, want, "input {}", i + 1);
         let got_lost: Vec<u64> = lost.iter().map(|l| l.start).collect();
@@ -629,4 +629,61 @@ fn a_loss_threshold_spares_links_that_reorder_a_little() {
     };
     let (one, three) = (spurious(1), spurious(3));
     assert!(one > 0 && three < one / 2, "{one} {three}");
+}
+
+#[test]
+fn a_resend_reported_before_its_link_could_deliver_it_reveals_no_loss() {
+    let mut rpc = Rpc::new(RpcConfig::default());
+    let t = Instant::from_millis;
+    // 100 ms round trips on both links.
+    rpc.on_data(t(0), 1, &data(20));
+    rpc.on_data(t(0), 2, &data(21));
+    rpc.on_ack(t(100), ack_packet(false, 22, &[], 1));
+    // 22 and 23 go on link 1, then both again on link 2 (a spurious resend).
+    rpc.on_data(t(100), 1, &data(22));
+    rpc.on_data(t(100), 1, &data(23));
+    rpc.on_data(t(150), 2, &data(22));
+    rpc.on_data(t(150), 2, &data(23));
+    // 23's first copy arrives, 50 ms after its resend: the resend of 22 on link 2 was not
+    // overtaken there.
+    rpc.on_ack(t(200), ack_packet(false, 22, &[(23, 24)], 2));
+    assert!(rpc.poll_loss().is_none());
+    assert_eq!(rpc.stats().losses, 0);
+    // A resend reported a round trip after it was sent does count: 24 and 25 resent on
+    // link 2 at 200 ms, 25 reported at 320 ms, so 24 was lost there.
+    rpc.on_data(t(200), 1, &data(24));
+    rpc.on_data(t(200), 1, &data(25));
+    rpc.on_data(t(210), 2, &data(24));
+    rpc.on_data(t(210), 2, &data(25));
+    rpc.on_ack(t(320), ack_packet(false, 24, &[(25, 26)], 3));
+    let loss = rpc.poll_loss().map(|l| (l.link, l.seq));
+    assert_eq!(loss, Some((2, wire(24))));
+}
+
+#[test]
+fn a_drop_the_tunnel_repairs_is_congestion_only() {
+    let mut rpc = Rpc::new(RpcConfig {
+        tunnel_repairs: true,
+        ..RpcConfig::default()
+    });
+    let t = Instant::from_millis;
+    for n in 20..24 {
+        rpc.on_data(t(0), 1, &data(n));
+    }
+    let key = segment::parse(&data(20)).unwrap().key;
+    // 21 is reported, 20 was not: dropped on link 1, a first transmission.
+    rpc.on_ack(t(100), ack_packet(false, 20, &[(21, 22)], 1));
+    let loss = rpc.poll_loss().map(|l| (l.link, l.seq, l.len));
+    assert_eq!(loss, Some((1, wire(20), 0)));
+    assert_eq!(rpc.flow_state(&key), Some(RpcState::Normal));
+    assert_eq!(rpc.held(), 1, "the duplicate waits for the tunnel's repair");
+    // The tunnel's resend of 20 on link 2 is lost too (23 went after it there): that one
+    // the sender must resend.
+    rpc.on_data(t(110), 2, &data(20));
+    rpc.on_data(t(110), 2, &data(24));
+    rpc.on_ack(t(220), ack_packet(false, 20, &[(24, 25), (21, 22)], 2));
+    let loss = rpc.poll_loss().map(|l| (l.link, l.seq, l.len));
+    assert_eq!(loss, Some((2, wire(20), SEG)));
+    assert_eq!(rpc.flow_state(&key), Some(RpcState::Loss));
+    assert_eq!(rpc.stats().losses_tunnel_repaired, 1);
 }

@@ -7,14 +7,37 @@
 //!
 //! With the default `resequence` none of this runs: every hook below is a no-op.
 
-use crate::rpc::{segment, Rpc, RpcConfig, RpcStats};
+use std::collections::{HashMap, VecDeque};
+
+use crate::rpc::{segment, Rpc, RpcConfig, RpcStats, SentSegment};
 use crate::{Instant, Reordering};
 
 use super::Session;
 
+/// Data packets whose segment is remembered for braid's resends of them: more than the
+/// loss recovery keeps to resend (4 RTTs, at least 1 s; 8 s of fig6a's 2.4 Mbit/s).
+const CARRIED: usize = 8192;
+
 /// The Reverse Path Controller of one session.
 pub(super) struct RpcHook {
     rpc: Rpc,
+    /// The TCP segment each recent data packet carried, by braid sequence number: braid's
+    /// resends go out in compressed form, which RPC cannot read.
+    carried: HashMap<u32, SentSegment>,
+    order: VecDeque<u32>,
+}
+
+impl RpcHook {
+    fn remember(&mut self, seq: u32, s: SentSegment) {
+        if self.carried.insert(seq, s).is_none() {
+            self.order.push_back(seq);
+        }
+        while self.order.len() > CARRIED {
+            if let Some(old) = self.order.pop_front() {
+                self.carried.remove(&old);
+            }
+        }
+    }
 }
 
 impl RpcHook {
@@ -31,13 +54,16 @@ impl RpcHook {
                 detect_losses: full,
                 ..RpcConfig::default()
             }),
+            carried: HashMap::new(),
+            order: VecDeque::new(),
         })
     }
 }
 
 impl Session {
-    /// A data packet leaves on the path at position `pi`: RPC records which link carries
-    /// it. Returns whether it goes marked for delivery on arrival: everything but bare TCP
+    /// Data packet `seq` leaves on the path at position `pi`: RPC records which link
+    /// carries it (a resend of `seq`, maybe compressed, as a resend of its segment).
+    /// Returns whether it goes marked for delivery on arrival: everything but bare TCP
     /// ACKs does. ACKs stay in order, since RPC reads each link's losses from the order in
     /// which the receiver reports segments; an ACK overtaken on the way back would make the
     /// segments it reports look lost.
@@ -45,6 +71,7 @@ impl Session {
         &mut self,
         now: Instant,
         pi: usize,
+        seq: u32,
         packet: &[u8],
         unordered: bool,
     ) -> bool {
@@ -52,10 +79,25 @@ impl Session {
             return unordered;
         }
         if let Some(h) = &mut self.rpc {
-            h.rpc.on_data(now, self.paths[pi].id(), packet);
+            let link = self.paths[pi].id();
+            match h.rpc.on_data(now, link, packet) {
+                Some(s) => h.remember(seq, s),
+                None => self.rpc_on_resent(now, pi, seq),
+            }
         }
         let bare_ack = segment::parse(packet).is_ok_and(|s| s.is_pure_ack());
         unordered || !bare_ack
+    }
+
+    /// Data packet `seq` is sent again on the path at position `pi` (a repair of the
+    /// loss recovery, or a resend in compressed form).
+    pub(super) fn rpc_on_resent(&mut self, now: Instant, pi: usize, seq: u32) {
+        let Some(h) = &mut self.rpc else {
+            return;
+        };
+        if let Some(s) = h.carried.get(&seq) {
+            h.rpc.on_resent(now, self.paths[pi].id(), s);
+        }
     }
 
     /// An inner packet is about to be delivered: RPC may hold it. Returns whether `out`

@@ -222,7 +222,7 @@ impl Session {
             super::failover::TcpSegment::new(f.id, t.payload_len > 0 || t.syn || t.fin)
         });
         let (fixed, mut packet) = self.send_queue.pop_front()?;
-        let unordered = self.rpc_on_data(now, pi, &packet, unordered);
+        let unordered = self.rpc_on_data(now, pi, seq, &packet, unordered);
         if fixed.is_none() {
             self.next_data_seq = seq.wrapping_add(1);
         }

@@ -470,7 +470,9 @@ impl Sender {
         self.on_tlp_ack(ack, dsack, advanced || seg_len > 0 || delivered > 0);
 
         let nacked = match h.nack {
-            Some((seq, share, link)) if self.prism => self.on_nack(seq, share, link),
+            Some((seq, share, link, resend)) if self.prism => {
+                self.on_nack(seq, share, link, resend)
+            }
             _ => 0,
         };
         let newly_lost = nacked
@@ -541,14 +543,17 @@ impl Sender {
     /// duplicate ACKs awaited) and the window's target cut by that share only, once per
     /// link that loses in the episode ("Additive Increase and Proportional Decrease": a
     /// burst of drops on one link is one cut, as in Reno); PRR then paces the window
-    /// down to it. Returns the segments newly marked lost.
-    fn on_nack(&mut self, seq: Seq, share: u16, link: u8) -> u32 {
+    /// down to it. Returns the segments newly marked lost. Without `resend` the tunnel
+    /// repairs the loss: only the window is cut.
+    fn on_nack(&mut self, seq: Seq, share: u16, link: u8, resend: bool) -> u32 {
         let Some(i) = self.board.position_of(seq) else {
             return 0;
         };
-        if !self.board.mark_lost_once(i) {
+        let marked = resend && self.board.mark_lost_once(i);
+        if resend && !marked {
             return 0;
         }
+        let marked = u32::from(marked);
         self.stats.nacks += 1;
         let share = f64::from(share) / 65535.0;
         let first_cut = self.ca == CaState::Open;
@@ -557,7 +562,7 @@ impl Sender {
         }
         if self.prism_cut.contains(&link) {
             // This link's loss episode has had its cut.
-            return 1;
+            return marked;
         }
         self.prism_cut.push(link);
         if first_cut {
@@ -573,7 +578,7 @@ impl Sender {
             let target = self.cc.ssthresh().min(self.prior_cwnd);
             self.cc.on_proportional_decrease(share, target);
         }
-        1
+        marked
     }
 
     /// Linux `tcp_enter_recovery`: ssthresh from Cubic, PRR from here.

@@ -113,9 +113,10 @@ pub struct Header {
     /// (TSval, TSecr) when the segment carries timestamps; never emitted.
     pub timestamp: Option<(u32, u32)>,
     /// The negative ACK of PRISM's Reverse Path Controller (`braid_core::rpc::nack`): the
-    /// lost segment's sequence number and the lossy link's share in 1/65535; never emitted.
-    /// And the lossy link.
-    pub nack: Option<(Seq, u16, u8)>,
+    /// lost segment's sequence number, the lossy link's share in 1/65535, the lossy link,
+    /// and whether the segment is to be resent (not when the tunnel repairs it); never
+    /// emitted.
+    pub nack: Option<(Seq, u16, u8, bool)>,
 }
 
 impl Header {
@@ -203,8 +204,10 @@ pub fn parse(packet: &[u8]) -> Result<Segment<'_>, WireError> {
         ..Header::default()
     };
     parse_options(&tcp[TCP_HEADER..offset], &mut header);
-    header.nack = braid_core::rpc::nack::find(&tcp[TCP_HEADER..offset])
-        .map(|n| (Seq(n.seq), (n.share * 65535.0).round() as u16, n.link));
+    header.nack = braid_core::rpc::nack::find(&tcp[TCP_HEADER..offset]).map(|n| {
+        let share = (n.share * 65535.0).round() as u16;
+        (Seq(n.seq), share, n.link, n.len > 0)
+    });
     Ok(Segment {
         header,
         payload: &tcp[offset..],
