@@ -107,32 +107,8 @@ impl Server {
     /// forwarding and nftables rules (undone at shutdown).
     pub fn new(cfg: ServerConfig, shared: Shared) -> Result<Server, DaemonError> {
         let clock = Clock::start();
-<<<<<<< HEAD
         let sec = crate::secure::server_security(&cfg, clock.now())?;
-=======
-        let sec = if cfg.plaintext {
-            ServerSecurity::Plaintext
-        } else {
-            let key = config::load_private_key(&cfg.file, &cfg.private_key_file)?;
-            let mut peers = Vec::with_capacity(cfg.peers.len());
-            for p in &cfg.peers {
-                peers.push(config::parse_public_key(&p.public_key).map_err(|e| {
-                    DaemonError::Setup(format!(
-                        "{}: gateway '{}': public_key: {e}",
-                        cfg.file, p.name
-                    ))
-                })?);
-            }
-            let seed = braid_secure::Seed::from_os()
-                .map_err(|e| DaemonError::Setup(format!("no random numbers: {e}")))?;
-            let sc = braid_secure::ServerConfig::new(key, peers, seed);
-            ServerSecurity::Noise(Box::new(
-                braid_secure::Server::new(sc, clock.now())
-                    .map_err(|e| DaemonError::Setup(format!("{}: {e}", cfg.file)))?,
-            ))
-        };
         let lenders = lent::Lenders::new(&cfg)?;
->>>>>>> relay
         let poll = Poll::new()?;
         let socket = UdpPath::listen(cfg.listen).map_err(|e| {
             DaemonError::Setup(format!(
