@@ -42,6 +42,8 @@ pub struct Autorate {
     held: u32,
     /// The rate a step up left, until the first decision at the new rate.
     probing_from: Option<usize>,
+    /// Decisions taken: burst ends with a fresh enough estimate at the current rate.
+    decisions: u64,
 }
 
 impl Autorate {
@@ -61,7 +63,13 @@ impl Autorate {
             enabled,
             held: 0,
             probing_from: None,
+            decisions: 0,
         }
+    }
+
+    /// Burst ends so far on which the rate was judged (moved or kept), HTPPR Fig. 5's bursts.
+    pub fn decisions(&self) -> u64 {
+        self.decisions
     }
 
     /// The index of the rate in use.
@@ -99,6 +107,7 @@ impl Autorate {
         if !self.enabled || rate != self.current || samples < MIN_SAMPLES {
             return None;
         }
+        self.decisions += 1;
         let (up, down) = self.band(self.current);
         let next = if bier > down {
             Some(self.current - 1)
@@ -164,6 +173,8 @@ mod tests {
         assert_eq!(a.on_burst_end(7, 0.9, MIN_SAMPLES - 1), None);
         assert_eq!(a.on_burst_end(6, 0.9, 50), None);
         assert_eq!(a.on_burst_end(7, 0.9, MIN_SAMPLES), Some(6));
+        // Only the last call judged the rate.
+        assert_eq!(a.decisions(), 1);
         let mut off = Autorate::new(RATES_80211G_KBPS.to_vec(), 7, false);
         assert_eq!(off.on_burst_end(7, 0.9, 50), None);
     }
