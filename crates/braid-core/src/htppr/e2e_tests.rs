@@ -232,7 +232,9 @@ fn two_megabytes_over_a_lossy_hare() {
 
 #[test]
 fn twenty_megabytes_over_a_lossy_hare() {
-    lossy_transfer(20 << 20, 35.0);
+    // Damage here does not reach the headers nor fall with the rate, so the autorate's
+    // header term (autorate.rs) sends it down from 48 now and then: 33.7 Mbit/s (35 without).
+    lossy_transfer(20 << 20, 32.0);
 }
 
 #[test]
@@ -382,5 +384,7 @@ fn autorate_finds_the_best_rate_from_the_bottom() {
         "{:?}",
         out.packets_at_rate
     );
-    assert!(out.packets_at_rate[..6].iter().sum::<u64>() < 600);
+    // BIER samples enter in packet order, so a new rate's first estimate waits for its
+    // damaged packets' finer CRCs: the climb costs ~720 packets below 48 (~600 before).
+    assert!(out.packets_at_rate[..6].iter().sum::<u64>() < 800);
 }

@@ -152,7 +152,10 @@ impl Sender {
             blocks_per_packet,
             chunk_size,
         };
-        let autorate = Autorate::new(cfg.rates_kbps.clone(), cfg.start_rate, cfg.autorate);
+        let autorate = Autorate::new(cfg.rates_kbps.clone(), cfg.start_rate, cfg.autorate)
+            .with_header_blocks(
+                super::receiver::LOST_HEADER_BYTES as f64 / cfg.block_size.bytes() as f64,
+            );
         let first_seq = u64::from(cfg.first_seq);
         let cfg = SenderConfig {
             burst_packets: cfg.burst_packets.clamp(1, 255),
