@@ -378,9 +378,10 @@ fn autorate_finds_the_best_rate_from_the_bottom() {
     // the hare busy while the first reports at a new rate come back), then most packets at
     // 48. The rest go at 54: every burst end of every chunk in the window is a chance to
     // step up (b < 1.1% over 4 packets happens ~3% of the time at 48), and each excursion
-    // lasts the round trip it takes reports at 54 to return.
+    // lasts the round trip it takes reports at 54 to return. The header term of the step
+    // down (autorate.rs) sends 48 to 36 now and then: 48% of packets at 48, 10% at 36.
     assert!(
-        share(6) > 0.5 && share(6) > share(7),
+        share(6) > 0.45 && share(6) > share(7),
         "{:?}",
         out.packets_at_rate
     );
