@@ -59,10 +59,12 @@ static ALL: &[&dyn Bench] = &[
     &crate::htppr::micro::Htppr51,
     &crate::htppr::micro::HtpprFig3,
     &crate::htppr::micro::HtpprFig4,
+    &crate::htppr::links::HtpprFig5,
     &crate::htppr::links::HtpprFig6,
     &crate::htppr::links::HtpprFig8,
     &crate::htppr::links::HtpprZiptx,
     &crate::htppr::links::HtpprFig9,
+    &crate::htppr::neighbours::Htppr55,
 ];
 
 /// All benchmarks, in the order `braid bench --list` shows them.

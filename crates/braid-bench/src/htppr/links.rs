@@ -1,9 +1,11 @@
 //! §5.3-5.4 on 25 links of 10-22 dB SNR (evenly spaced), one flow each, tortoise 100 Mbit/s
 //! with 10 ms one way.
 //!
+//! - `htppr-fig5`: how many bursts the autorate, starting at 54 Mbit/s, needs to reach the
+//!   link's best static rate (Fig. 5: 7-8 bursts), on five of the links.
 //! - `htppr-fig6`: HTPPR's autorate against the best static rate on each link (Fig. 6a), and
 //!   the aggregate goodput of 1-4 concurrent transfers on one medium against as many TCP
-//!   flows (Fig. 6b). The rate changes of each run stand for Fig. 5's convergence.
+//!   flows (Fig. 6b).
 //! - `htppr-fig8`: HTPPR against TCP Cubic with SampleRate and Hop BestRate (Figs. 7-8).
 //! - `htppr-ziptx`: HTPPR against the ZipTx-like baseline (§5.4).
 //! - `htppr-fig9`: chunk latency at 16 dB against TCP (Fig. 9).
@@ -16,6 +18,7 @@ use super::{mean, parallel, run_flows, FlowResult, System};
 use crate::common::f;
 use crate::{Bench, BenchError, BenchReport, Headline, Options, Table};
 
+pub struct HtpprFig5;
 pub struct HtpprFig6;
 pub struct HtpprFig8;
 pub struct HtpprZiptx;
@@ -98,6 +101,120 @@ fn report(
         headlines: Vec::new(),
         notes,
         table,
+    }
+}
+
+/// Fig. 5's links: five of the 25, from the worst to the best.
+const FIG5_SNRS: [f64; 5] = [10.0, 13.0, 16.0, 19.0, 22.0];
+/// A rate whose static goodput is within this fraction of the best is the link's ideal rate
+/// too (neighbouring rates can be within a run's noise of each other).
+const IDEAL_WITHIN: f64 = 0.9;
+
+impl Bench for HtpprFig5 {
+    fn name(&self) -> &'static str {
+        "htppr-fig5"
+    }
+
+    fn summary(&self) -> &'static str {
+        "HTPPR autorate convergence from 54 Mbit/s: bursts to reach the best static rate on 5 links (HTPPR Fig. 5)"
+    }
+
+    fn run(&self, opts: &mut Options<'_>) -> Result<BenchReport, BenchError> {
+        let (len, seed) = (len(opts), opts.seed);
+        let mut systems = vec![HTPPR];
+        systems.extend((0..phy::OFDM_RATES).map(|k| System::Htppr(BlockSize::B32, k, false)));
+        let jobs: Vec<(usize, f64, System)> = FIG5_SNRS
+            .iter()
+            .enumerate()
+            .flat_map(|(l, &snr)| systems.iter().map(move |&s| (l, snr, s)))
+            .collect();
+        let flat = parallel(opts, self.name(), jobs, |(l, snr, s)| {
+            run_flows(
+                &[(s, len, snr)],
+                Errors::Snr,
+                seed + l as u64,
+                PINNED_LIMIT_S,
+                false,
+            )
+            .remove(0)
+        });
+        let mut table = Table::new([
+            "SNR dB",
+            "best static Mbit/s",
+            "ideal rates",
+            "bursts",
+            "decisions",
+            "ms",
+            "rate path (Mbit/s)",
+        ]);
+        let (mut decisions, mut rows, mut unreached) = (Vec::new(), Vec::new(), 0);
+        for (snr, runs) in FIG5_SNRS.iter().zip(flat.chunks(systems.len())) {
+            let statics: Vec<f64> = runs[1..].iter().map(|r| r.mbps).collect();
+            let best = statics.iter().copied().fold(0.0, f64::max);
+            let ideal: Vec<usize> = (0..phy::OFDM_RATES)
+                .filter(|&k| statics[k] >= IDEAL_WITHIN * best)
+                .collect();
+            let trace = &runs[0].rates;
+            let reached = trace.iter().find(|c| ideal.contains(&c.rate));
+            let path: Vec<String> = trace
+                .iter()
+                .take(16)
+                .map(|c| (phy::RATES_KBPS[c.rate] / 1000).to_string())
+                .collect();
+            let mbps = |k: usize| phy::RATES_KBPS[k] / 1000;
+            match reached {
+                Some(c) => decisions.push(c.decisions as f64),
+                None => unreached += 1,
+            }
+            table.row([
+                f(*snr, 1),
+                f(best, 2),
+                ideal
+                    .iter()
+                    .map(|&k| mbps(k).to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                reached.map_or("never".into(), |c| c.bursts.to_string()),
+                reached.map_or("never".into(), |c| c.decisions.to_string()),
+                reached.map_or("-".into(), |c| f(c.at.as_secs_f64() * 1e3, 1)),
+                path.join(" "),
+            ]);
+            rows.push(json!({
+                "snr_db": snr,
+                "static_mbps": statics,
+                "ideal_rates_mbps": ideal.iter().map(|&k| mbps(k)).collect::<Vec<_>>(),
+                "autorate_mbps": runs[0].mbps,
+                "reached": reached.map(|c| json!({"bursts_answered": c.bursts, "decisions": c.decisions, "ms": c.at.as_secs_f64() * 1e3})),
+                "rate_changes": trace.iter().map(|c| json!([c.at.as_secs_f64() * 1e3, c.decisions, mbps(c.rate)])).collect::<Vec<_>>(),
+            }));
+        }
+        // A link that never reaches an ideal rate makes the headline infinite (not met).
+        let m = if unreached > 0 {
+            f64::INFINITY
+        } else {
+            mean(&decisions)
+        };
+        Ok(BenchReport {
+            bench: self.name().into(),
+            seed,
+            quick: opts.quick,
+            systems: json!({"links": rows}),
+            headline: Headline::new(
+                "mean autorate decisions (bursts judged) from 54 Mbit/s to the link's best static rate",
+                m,
+                Some(7.5),
+                8.0,
+                false,
+            ),
+            headlines: Vec::new(),
+            notes: vec![
+                format!("{unreached} of {} links never reached an ideal rate", FIG5_SNRS.len()),
+                format!("ideal rates: static goodput within {IDEAL_WITHIN} of the best static rate's on the link"),
+                "decisions: burst ends on which the autorate judged the rate (an estimate of at least 4 packets at the current rate, §3.3); bursts: every burst answered, all chunks of the window".into(),
+                format!("{} MB a transfer; tortoise 100 Mbit/s, 10 ms one way (a decision needs at least one tortoise round trip of 20 ms)", len >> 20),
+            ],
+            table,
+        })
     }
 }
 

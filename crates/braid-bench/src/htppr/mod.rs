@@ -6,9 +6,11 @@
 //!   `htppr-fig4` (tortoise use).
 //! - [`links`]: the 25 links of §5.3-5.4: `htppr-fig5`, `htppr-fig6`, `htppr-fig8`,
 //!   `htppr-ziptx` and `htppr-fig9`.
+//! - [`neighbours`]: `htppr-5-5`, two neighbours fetching two files (§5.5).
 
 pub mod links;
 pub mod micro;
+pub mod neighbours;
 
 use braid_core::htppr::BlockSize;
 use braid_core::Instant;
@@ -16,7 +18,7 @@ use braid_sim::wifi::flows::hop::{HopReceiver, HopSender};
 use braid_sim::wifi::flows::htppr::{sender_config, HtpprReceiver, HtpprSender};
 use braid_sim::wifi::flows::tcp::TcpEnd;
 use braid_sim::wifi::flows::udp::{UdpSender, UdpSink};
-use braid_sim::wifi::flows::{pair, FileSource, SharedLog};
+use braid_sim::wifi::flows::{pair, FileSource, RateChange, RateLog, SharedLog};
 use braid_sim::wifi::{self, Errors, Member, TortoiseLink, WorldReport};
 
 use crate::Options;
@@ -51,9 +53,12 @@ pub struct FlowResult {
     pub tortoise_peak_mbps: [f64; 2],
     /// Chunk latencies, s (HTPPR and TCP with a log).
     pub chunk_latency_s: Vec<f64>,
+    /// HTPPR's start rate and rate changes (Fig. 5); empty for the other systems.
+    pub rates: Vec<RateChange>,
 }
 
 /// The two stations of `system` moving `len` bytes, as members `base` and `base + 1`.
+#[allow(clippy::too_many_arguments)]
 fn members(
     system: System,
     len: u64,
@@ -61,17 +66,20 @@ fn members(
     snr: f64,
     base: usize,
     log: Option<SharedLog>,
+    rate_log: RateLog,
+    tortoise: TortoiseLink,
 ) -> [Member; 2] {
     match system {
         System::Htppr(block, start, autorate) => {
             let cfg = sender_config(block, start, autorate, seed);
-            let mut s = HtpprSender::new(cfg, FileSource::new(len, seed), false, seed);
+            let mut s = HtpprSender::new(cfg, FileSource::new(len, seed), false, seed)
+                .with_rate_log(rate_log);
             let mut r = HtpprReceiver::new(false, seed + 1);
             if let Some(l) = log {
                 s = s.with_log(l.clone());
                 r = r.with_log(l);
             }
-            pair(Box::new(s), Box::new(r), base, snr, Some(TORTOISE))
+            pair(Box::new(s), Box::new(r), base, snr, Some(tortoise))
         }
         System::ZipTx => {
             let cfg = sender_config(BlockSize::B32, 7, true, seed);
@@ -117,13 +125,36 @@ pub fn run_flows(
     limit_s: f64,
     latency: bool,
 ) -> Vec<FlowResult> {
+    run_flows_over(flows, errors, seed, limit_s, latency, TORTOISE)
+}
+
+/// [`run_flows`] with HTPPR's tortoise as given (every station its own, towards its peer).
+pub fn run_flows_over(
+    flows: &[(System, u64, f64)],
+    errors: Errors,
+    seed: u64,
+    limit_s: f64,
+    latency: bool,
+    tortoise: TortoiseLink,
+) -> Vec<FlowResult> {
     let mut all = Vec::new();
     let mut logs = Vec::new();
+    let mut rate_logs: Vec<RateLog> = Vec::new();
     for (i, &(system, len, snr)) in flows.iter().enumerate() {
         let log: Option<SharedLog> = latency.then(Default::default);
         logs.push(log.clone());
+        rate_logs.push(RateLog::default());
         let fseed = seed.wrapping_mul(31).wrapping_add(i as u64 * 1000 + 1);
-        all.extend(members(system, len, fseed, snr, 2 * i, log));
+        all.extend(members(
+            system,
+            len,
+            fseed,
+            snr,
+            2 * i,
+            log,
+            rate_logs[i].clone(),
+            tortoise,
+        ));
     }
     let limit = Instant::from_micros((limit_s * 1e6) as u64);
     let (members, report) = wifi::run(all, errors, seed, limit);
@@ -131,8 +162,9 @@ pub fn run_flows(
     flows
         .iter()
         .enumerate()
-        .map(|(i, &(system, len, _))| {
-            result(system, len, &report, 2 * i, logs[i].as_ref(), limit_s)
+        .map(|(i, &(system, len, _))| FlowResult {
+            rates: rate_logs[i].borrow().clone(),
+            ..result(system, len, &report, 2 * i, logs[i].as_ref(), limit_s)
         })
         .collect()
 }
@@ -164,6 +196,7 @@ fn result(
         tortoise_tx_mbps: [0, 1].map(|k| st(k).tortoise_bytes as f64 * 8.0 / end_s / 1e6),
         tortoise_peak_mbps: [0, 1].map(|k| st(k).peak_tortoise_bps() / 1e6),
         chunk_latency_s: log.map(|l| l.borrow().latencies_s()).unwrap_or_default(),
+        rates: Vec::new(),
     }
 }
 

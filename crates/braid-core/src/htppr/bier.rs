@@ -28,8 +28,9 @@
 //!
 //! `t_i` is known when the packet arrives but `b_i` only once its CRCs are judged, which for a
 //! damaged packet is a tortoise round trip later; so [`BierEstimator::on_arrival`] applies
-//! equations 1-2 and returns `w_i`, and [`BierEstimator::on_sample`] applies equation 3.
-//! Samples can therefore enter eq. 3 in a different order than their packets arrived.
+//! equations 1-2 and returns `w_i`, and [`BierEstimator::on_sample`] applies equation 3. The
+//! receiver holds a judged packet's sample until every earlier packet is judged, so that
+//! samples enter eq. 3 in packet order.
 
 use crate::Instant;
 

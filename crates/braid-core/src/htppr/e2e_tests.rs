@@ -232,7 +232,9 @@ fn two_megabytes_over_a_lossy_hare() {
 
 #[test]
 fn twenty_megabytes_over_a_lossy_hare() {
-    lossy_transfer(20 << 20, 35.0);
+    // Damage here does not reach the headers nor fall with the rate, so the autorate's
+    // header term (autorate.rs) sends it down from 48 now and then: 33.7 Mbit/s (35 without).
+    lossy_transfer(20 << 20, 32.0);
 }
 
 #[test]
@@ -376,11 +378,14 @@ fn autorate_finds_the_best_rate_from_the_bottom() {
     // the hare busy while the first reports at a new rate come back), then most packets at
     // 48. The rest go at 54: every burst end of every chunk in the window is a chance to
     // step up (b < 1.1% over 4 packets happens ~3% of the time at 48), and each excursion
-    // lasts the round trip it takes reports at 54 to return.
+    // lasts the round trip it takes reports at 54 to return. The header term of the step
+    // down (autorate.rs) sends 48 to 36 now and then: 48% of packets at 48, 10% at 36.
     assert!(
-        share(6) > 0.5 && share(6) > share(7),
+        share(6) > 0.45 && share(6) > share(7),
         "{:?}",
         out.packets_at_rate
     );
-    assert!(out.packets_at_rate[..6].iter().sum::<u64>() < 600);
+    // BIER samples enter in packet order, so a new rate's first estimate waits for its
+    // damaged packets' finer CRCs: the climb costs ~720 packets below 48 (~600 before).
+    assert!(out.packets_at_rate[..6].iter().sum::<u64>() < 800);
 }

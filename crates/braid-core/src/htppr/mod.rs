@@ -15,8 +15,8 @@
 //! and are polled for bytes to put on each link; the caller frames tortoise messages (a
 //! length prefix on TCP) and sends hare packets as datagrams at the rate the sender names.
 //!
-//! Not here yet: real I/O (UDP-Lite hare, TCP tortoise), the simulator's 802.11 hare, the
-//! benchmarks, CRCs served by neighbours (§5.5).
+//! Real I/O is in `braid-net` (UDP-Lite hare, TCP tortoise), the 802.11 hare in `braid-sim`
+//! (`wifi`). Not here yet: precomputed CRCs served by several neighbours (§5.5, Fig. 10).
 
 pub mod assembly;
 pub mod autorate;

@@ -36,7 +36,7 @@ use crate::Instant;
 /// blocks: losses are evidence of bit errors (at a high rate every packet may be lost, and
 /// without them the estimate is blind: htppr-fig6), but a packet lost to a collision says
 /// nothing about its blocks, so it weighs as its header, not as all its blocks.
-const LOST_HEADER_BYTES: usize = 64;
+pub const LOST_HEADER_BYTES: usize = 64;
 /// Candidate sequence numbers further than this beyond the last notice are taken as misreads.
 const SEQ_HORIZON: u64 = 4096;
 
@@ -149,9 +149,19 @@ pub struct Receiver {
     bier_window: BlockWindow,
     bier_rate: Option<u8>,
     bier_reported: bool,
+    /// Samples of judged packets waiting for an earlier packet's judgement, by sequence
+    /// number; `None` for a packet still waiting for its finer CRCs.
+    held_samples: BTreeMap<u64, Option<Sample>>,
     finish: Option<u32>,
     stats: ReceiverStats,
 }
+
+/// One packet's entry into equation 3: rate index, weight, bad and total blocks.
+type Sample = (u8, f64, usize, usize);
+
+/// The most samples held behind an unjudged packet; beyond it the oldest entry goes in (or,
+/// still unjudged, is dropped) so that one stuck packet cannot freeze the estimate.
+const MAX_HELD_SAMPLES: usize = 512;
 
 impl Receiver {
     pub fn new(cfg: ReceiverConfig) -> Self {
@@ -170,6 +180,7 @@ impl Receiver {
             bier_window: BlockWindow::default(),
             bier_rate: None,
             bier_reported: true,
+            held_samples: BTreeMap::new(),
             finish: None,
             stats: ReceiverStats::default(),
         }
@@ -471,7 +482,7 @@ impl Receiver {
             if let Some(e) = self.expects.remove(&seq) {
                 let good = vec![true; e.blocks.len()];
                 reopen = self.store(&e, payload, &good);
-                self.sample(e.rate, weight, 0, e.blocks.len());
+                self.sample_in_order(seq, Some((e.rate, weight, 0, e.blocks.len())));
             }
             self.stats.acks += 1;
             self.out.push_back(ToSender::Ack { seq: seq as u16 });
@@ -482,6 +493,7 @@ impl Receiver {
                     payload: payload.to_vec(),
                     weight,
                 };
+                self.sample_in_order(seq, None);
             }
             self.stats.crc_requests += 1;
             self.out.push_back(ToSender::CrcRequest { seq: seq as u16 });
@@ -521,7 +533,7 @@ impl Receiver {
         let good: Vec<bool> = bad.iter().map(|b| !b).collect();
         let reopen = self.store(&e, payload, &good);
         let n_bad = bad.iter().filter(|&&b| b).count();
-        self.sample(e.rate, *weight, n_bad, bad.len());
+        self.sample_in_order(seq, Some((e.rate, *weight, n_bad, bad.len())));
         self.stats.arqs += 1;
         self.out.push_back(ToSender::Arq {
             seq: seq as u16,
@@ -548,7 +560,7 @@ impl Receiver {
             self.expects.remove(&s);
             self.stats.nacks += 1;
             self.out.push_back(ToSender::Nack { seq: s as u16 });
-            self.sample(rate, 1.0, header_blocks, header_blocks);
+            self.sample_in_order(s, Some((rate, 1.0, header_blocks, header_blocks)));
         }
         self.gap_floor = seq;
     }
@@ -573,9 +585,46 @@ impl Receiver {
         })
     }
 
+    /// Packet `seq`'s sample (`None`: judged later, once its finer CRCs come), applied in
+    /// packet order: eq. 3 runs over packets as received, but a clean packet is judged on
+    /// arrival and a damaged one a tortoise round trip later, so taken as judged the first
+    /// samples at a new rate would be its clean packets and the BIER would read low (the
+    /// autorate then stepped up on them: htppr-fig5's rate paths).
+    fn sample_in_order(&mut self, seq: u64, sample: Option<Sample>) {
+        match sample {
+            None => {
+                self.held_samples.insert(seq, None);
+            }
+            Some(s) => {
+                let first = self.held_samples.keys().next().copied();
+                if first.is_none_or(|f| seq < f) {
+                    self.sample(s);
+                } else {
+                    self.held_samples.insert(seq, Some(s));
+                }
+            }
+        }
+        loop {
+            let stuck = self.held_samples.len() > MAX_HELD_SAMPLES;
+            let Some(entry) = self.held_samples.first_entry() else {
+                break;
+            };
+            match *entry.get() {
+                Some(s) => {
+                    entry.remove();
+                    self.sample(s);
+                }
+                None if stuck => {
+                    entry.remove();
+                }
+                None => break,
+            }
+        }
+    }
+
     /// Equation 3 for a judged packet sent at rate index `rate` with `bad` of its `total`
     /// blocks bad (§3.3).
-    fn sample(&mut self, rate: u8, weight: f64, bad: usize, total: usize) {
+    fn sample(&mut self, (rate, weight, bad, total): Sample) {
         if self.bier_rate != Some(rate) {
             self.bier.reset();
             self.bier_window.clear();

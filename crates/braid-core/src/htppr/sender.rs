@@ -77,6 +77,8 @@ pub struct SenderStats {
     pub chunks_skipped: u64,
     pub chunks_done: u64,
     pub rate_changes: u64,
+    /// Bursts whose every packet has been answered: the autorate's decision points (§3.3).
+    pub bursts_answered: u64,
     /// Feedback naming a packet that is not outstanding, ignored.
     pub unexpected_feedback: u64,
 }
@@ -150,7 +152,10 @@ impl Sender {
             blocks_per_packet,
             chunk_size,
         };
-        let autorate = Autorate::new(cfg.rates_kbps.clone(), cfg.start_rate, cfg.autorate);
+        let autorate = Autorate::new(cfg.rates_kbps.clone(), cfg.start_rate, cfg.autorate)
+            .with_header_blocks(
+                super::receiver::LOST_HEADER_BYTES as f64 / cfg.block_size.bytes() as f64,
+            );
         let first_seq = u64::from(cfg.first_seq);
         let cfg = SenderConfig {
             burst_packets: cfg.burst_packets.clamp(1, 255),
@@ -217,6 +222,11 @@ impl Sender {
     /// The hare's bit rate now, as an index into the configured rates.
     pub fn rate(&self) -> usize {
         self.autorate.rate()
+    }
+
+    /// Burst ends on which the autorate judged the rate so far.
+    pub fn rate_decisions(&self) -> u64 {
+        self.autorate.decisions()
     }
 
     /// Writes the next hare packet into `out` (cleared first).
@@ -504,6 +514,7 @@ impl Sender {
                     ChunkState::Ready
                 };
                 // The end of a burst: one autorate step (§3.3).
+                self.stats.bursts_answered += 1;
                 if let Some((rate, bier, samples)) = self.bier {
                     if self.autorate.on_burst_end(rate, bier, samples).is_some() {
                         self.stats.rate_changes += 1;

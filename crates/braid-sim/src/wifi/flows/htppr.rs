@@ -9,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use braid_core::htppr::{self, ChunkId, Receiver, ReceiverConfig, Sender, SenderConfig};
 use braid_core::Instant;
 
-use super::{FileSource, SharedLog};
+use super::{FileSource, RateChange, RateLog, SharedLog};
 use crate::wifi::medium::{Frame, Station, TxOutcome};
 use crate::wifi::phy;
 use crate::wifi::samplerate::SampleRate;
@@ -107,6 +107,7 @@ pub struct HtpprSender {
     on_hare: Option<OnHare>,
     last_was_control: bool,
     log: Option<SharedLog>,
+    rate_log: Option<RateLog>,
 }
 
 impl HtpprSender {
@@ -123,12 +124,25 @@ impl HtpprSender {
             on_hare: control_on_hare.then(|| OnHare::new(seed)),
             last_was_control: false,
             log: None,
+            rate_log: None,
         }
     }
 
     /// Records each chunk's first hare packet in `log`.
     pub fn with_log(mut self, log: SharedLog) -> Self {
         self.log = Some(log);
+        self
+    }
+
+    /// Records the start rate and every rate change in `log`.
+    pub fn with_rate_log(mut self, log: RateLog) -> Self {
+        log.borrow_mut().push(RateChange {
+            at: Instant::from_micros(0),
+            bursts: 0,
+            decisions: 0,
+            rate: self.sender.rate(),
+        });
+        self.rate_log = Some(log);
         self
     }
 
@@ -161,6 +175,18 @@ impl HtpprSender {
     fn feedback(&mut self, now: Instant, msg: &[u8]) {
         // A malformed message cannot come from braid's own receiver over a reliable link.
         let _ = self.sender.handle_tortoise(now, msg);
+        if let Some(log) = &self.rate_log {
+            let rate = self.sender.rate();
+            let mut log = log.borrow_mut();
+            if log.last().map(|e| e.rate) != Some(rate) {
+                log.push(RateChange {
+                    at: now,
+                    bursts: self.sender.stats().bursts_answered,
+                    decisions: self.sender.rate_decisions(),
+                    rate,
+                });
+            }
+        }
     }
 }
 

@@ -91,6 +91,21 @@ impl ChunkLog {
     }
 }
 
+/// The HTPPR sender's rate at the start and at every change (HTPPR Fig. 5).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateChange {
+    pub at: Instant,
+    /// Bursts answered so far.
+    pub bursts: u64,
+    /// Bursts on which the autorate judged the rate so far.
+    pub decisions: u64,
+    /// The new rate, an index into `phy::RATES_KBPS`.
+    pub rate: usize,
+}
+
+/// A sender's [`RateChange`]s, shared with whoever reads them after the run.
+pub type RateLog = Rc<RefCell<Vec<RateChange>>>;
+
 /// A flow's two stations as members `base` and `base + 1` of a world: frames and tortoise
 /// messages go from each to the other, over a link of `snr_db`.
 pub fn pair(
