@@ -200,7 +200,7 @@ impl Gateway {
                 .as_ref()
                 .and_then(Session::poll_timeout)
                 .unwrap_or(Instant::MAX)
-                .min(self.sec_timeout())
+                .min(self.sec.timeout())
                 .min(next_rescan)
                 .min(next_rejoin)
                 .min(next_snapshot);
@@ -420,13 +420,6 @@ impl Gateway {
                 silent_s = silent.as_secs(),
                 "nothing heard from the server; handshaking again"
             );
-        }
-    }
-
-    fn sec_timeout(&self) -> Instant {
-        match &self.sec {
-            GatewaySecurity::Plaintext => Instant::MAX,
-            GatewaySecurity::Noise(g) => g.poll_timeout().unwrap_or(Instant::MAX),
         }
     }
 

@@ -163,7 +163,49 @@ pub enum GatewaySecurity {
     Noise(Box<braid_secure::Gateway>),
 }
 
+/// Handshakes a second above which a server answers with cookies first (WireGuard's
+/// "under load").
+const HANDSHAKES_UNDER_LOAD: u32 = 200;
+
+/// A server's count of the handshakes it answered this second, which says whether it is
+/// under load.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HandshakeRate {
+    second: Instant,
+    count: u32,
+}
+
+impl HandshakeRate {
+    /// One handshake answered.
+    pub fn count(&mut self) {
+        self.count += 1;
+    }
+
+    /// Whether handshakes arrive fast enough at `now` to demand cookies first.
+    pub fn load(&mut self, now: Instant) -> braid_secure::Load {
+        if now.saturating_duration_since(self.second) >= std::time::Duration::from_secs(1) {
+            *self = HandshakeRate {
+                second: now,
+                count: 0,
+            };
+        }
+        if self.count > HANDSHAKES_UNDER_LOAD {
+            braid_secure::Load::High
+        } else {
+            braid_secure::Load::Normal
+        }
+    }
+}
+
 impl GatewaySecurity {
+    /// When the security layer next needs a timer (never without encryption).
+    pub fn timeout(&self) -> Instant {
+        match self {
+            GatewaySecurity::Plaintext => Instant::MAX,
+            GatewaySecurity::Noise(g) => g.poll_timeout().unwrap_or(Instant::MAX),
+        }
+    }
+
     pub fn headroom(&self) -> usize {
         match self {
             GatewaySecurity::Plaintext => 0,

@@ -30,7 +30,7 @@ use crate::clock::Clock;
 use crate::config::{self, ServerConfig};
 use crate::crypto::{CryptoPool, RxOpen};
 use crate::gateway::udp_overhead;
-use crate::secure::{Deferred, Opened, ServerSecurity};
+use crate::secure::{Deferred, HandshakeRate, Opened, ServerSecurity};
 use crate::status::{self, Drops, PathStatus, RateMeter, SessionStatus, Shared, Status};
 use crate::system::Undo;
 use crate::tun::Tun;
@@ -48,10 +48,6 @@ const SNAPSHOT_EVERY: Duration = Duration::from_millis(500);
 const IDLE_EXPIRY: Duration = Duration::from_secs(180);
 /// Most paths a gateway may announce.
 const MAX_PATHS: u8 = config::MAX_UPLINKS as u8;
-
-/// Handshakes per second above which the server answers with cookies first (WireGuard's
-/// "under load").
-const HANDSHAKES_UNDER_LOAD: u32 = 200;
 
 /// One gateway's session.
 struct Peer {
@@ -81,7 +77,7 @@ pub struct Server {
     sec: ServerSecurity,
     reply: Box<[u8; braid_secure::MAX_HANDSHAKE_LEN]>,
     /// Handshake messages in the current second, for [`braid_secure::Load`].
-    handshakes: (Instant, u32),
+    handshakes: HandshakeRate,
     /// Sessions touched in this turn of the loop (their output is pulled).
     touched: Vec<u32>,
     /// The list being worked through while `touched` fills again (kept to reuse its memory).
@@ -186,7 +182,7 @@ impl Server {
             free,
             sec,
             reply: Box::new([0; braid_secure::MAX_HANDSHAKE_LEN]),
-            handshakes: (Instant::ZERO, 0),
+            handshakes: HandshakeRate::default(),
             touched: Vec::with_capacity(64),
             touched_now: Vec::with_capacity(64),
             tx: TxBatches::new(64, crypto_pool(&cfg, "braid-seal")?),
@@ -321,7 +317,7 @@ impl Server {
                     let d = &mut rx.bytes_mut()[inner.clone()];
                     // The one place received datagrams are opened: checked here, decrypted
                     // below for the whole batch at once, finished in arrival order.
-                    let load = self.load(now);
+                    let load = self.handshakes.load(now);
                     match self.sec.open_deferred(now, from, load, d, &mut self.reply) {
                         Ok(Deferred::Open { key, header }) => {
                             ro.push((from, local, lender), inner, key, header)
@@ -348,18 +344,6 @@ impl Server {
         more
     }
 
-    /// Whether handshakes arrive fast enough to demand cookies first.
-    fn load(&mut self, now: Instant) -> braid_secure::Load {
-        if now.saturating_duration_since(self.handshakes.0) >= Duration::from_secs(1) {
-            self.handshakes = (now, 0);
-        }
-        if self.handshakes.1 > HANDSHAKES_UNDER_LOAD {
-            braid_secure::Load::High
-        } else {
-            braid_secure::Load::Normal
-        }
-    }
-
     /// One datagram from `from` (to our address `local`), carried by `lender` or straight
     /// from the gateway, opened (or not) by the security layer. Nothing is kept for a
     /// datagram that does not open.
@@ -380,7 +364,7 @@ impl Server {
             }) => (session, path, Some(range)),
             Ok(Opened::Keepalive { session, path }) => (session, path, None),
             Ok(Opened::Reply(len)) => {
-                self.handshakes.1 += 1;
+                self.handshakes.count();
                 if let Some(sock) = self.sockets[0].as_ref() {
                     let n = len.min(self.reply.len());
                     if sock.send(from, local, &self.reply[..n], None).is_err() {
@@ -391,7 +375,7 @@ impl Server {
                 return;
             }
             Ok(Opened::Handshake) => {
-                self.handshakes.1 += 1;
+                self.handshakes.count();
                 self.security_events(now);
                 return;
             }

@@ -40,7 +40,7 @@ use super::redirect::{original_destination, Ports};
 use super::session::{Conn, Request, Session};
 use crate::clock::Clock;
 use crate::config::Binding;
-use crate::secure::{GatewaySecurity, Opened, ServerSecurity};
+use crate::secure::{GatewaySecurity, HandshakeRate, Opened, ServerSecurity};
 use crate::status::Drops;
 
 const MAGIC: u8 = 0xB7;
@@ -61,8 +61,6 @@ const IDLE: Duration = Duration::from_secs(60);
 const DEBUG_EVERY: Duration = Duration::from_secs(1);
 /// Refused datagrams are logged at most this often (a flood makes one line).
 const REFUSED_LOG_EVERY: Duration = Duration::from_secs(10);
-/// Handshakes a second above which the server asks for cookies first (as the tunnel's).
-const HANDSHAKES_UNDER_LOAD: u32 = 200;
 /// Relayed connections per session at most; more are refused.
 const MAX_CONNS: usize = 4096;
 /// UDP socket buffers: a window of the fastest lab path's bursts.
@@ -308,7 +306,7 @@ impl GatewayLoop {
                 .poll_timeout()
                 .unwrap_or(Instant::MAX)
                 .min(next_keepalive)
-                .min(self.sec_timeout());
+                .min(self.sec.timeout());
             let timeout = wake.saturating_duration_since(now).min(TICK);
             if self.poll.poll(&mut events, Some(timeout)).is_err() {
                 continue;
@@ -426,13 +424,6 @@ impl GatewayLoop {
                 silent_s = silent.as_secs(),
                 "split-TCP: nothing heard from the server; handshaking again"
             );
-        }
-    }
-
-    fn sec_timeout(&self) -> Instant {
-        match &self.sec {
-            GatewaySecurity::Plaintext => Instant::MAX,
-            GatewaySecurity::Noise(g) => g.poll_timeout().unwrap_or(Instant::MAX),
         }
     }
 
@@ -590,8 +581,8 @@ pub struct ServerLoop {
     socket: UdpSocket,
     sec: ServerSecurity,
     reply: Box<[u8; MAX_HANDSHAKE_LEN]>,
-    /// Handshakes answered this second: (second's start, count).
-    handshakes: (Instant, u32),
+    /// Handshakes answered this second.
+    handshakes: HandshakeRate,
     /// By envelope session: the braid-secure session, or the gateway's id without
     /// encryption.
     peers: HashMap<u32, Peer>,
@@ -619,14 +610,13 @@ impl ServerLoop {
         poll.registry()
             .register(&mut socket, Token(UDP0), Interest::READABLE)?;
         let clock = Clock::start();
-        let now = clock.now();
         Ok(ServerLoop {
             poll,
             clock,
             socket,
             sec,
             reply: Box::new([0; MAX_HANDSHAKE_LEN]),
-            handshakes: (now, 0),
+            handshakes: HandshakeRate::default(),
             peers: HashMap::new(),
             tokens: HashMap::new(),
             next_token: CONN0,
@@ -743,7 +733,7 @@ impl ServerLoop {
     /// Every datagram waiting on the socket: opened by the security layer, handshakes
     /// answered, data to its session.
     fn receive(&mut self, now: Instant, buf: &mut [u8], dgram: &mut Vec<u8>) {
-        let load = self.load(now);
+        let load = self.handshakes.load(now);
         let mut answers: Vec<(u32, PathId, u8, SocketAddr)> = Vec::new();
         let (socket, sec, reply, peers, refused, handshakes) = (
             &self.socket,
@@ -770,12 +760,12 @@ impl ServerLoop {
                     return;
                 }
                 Ok(Opened::Reply(len)) => {
-                    handshakes.1 += 1;
+                    handshakes.count();
                     let _ = socket.send_to(&reply[..len.min(reply.len())], from);
                     return;
                 }
                 Ok(Opened::Handshake) => {
-                    handshakes.1 += 1;
+                    handshakes.count();
                     return;
                 }
                 Err(e) => {
@@ -869,18 +859,6 @@ impl ServerLoop {
         let len = pack(dgram, self.sec.headroom(), self.sec.overhead(), &e, chunk);
         if let Some(n) = self.sec.seal(now, session, path, dgram, len) {
             let _ = self.socket.send_to(&dgram[..n], *to);
-        }
-    }
-
-    /// Whether handshakes arrive fast enough to demand cookies first.
-    fn load(&mut self, now: Instant) -> braid_secure::Load {
-        if now.saturating_duration_since(self.handshakes.0) >= Duration::from_secs(1) {
-            self.handshakes = (now, 0);
-        }
-        if self.handshakes.1 > HANDSHAKES_UNDER_LOAD {
-            braid_secure::Load::High
-        } else {
-            braid_secure::Load::Normal
         }
     }
 
