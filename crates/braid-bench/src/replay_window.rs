@@ -3,7 +3,7 @@
 //! a total rate; each datagram is also held back on its path by a uniform random extra delay
 //! of up to `J` (jitter, so that a path reorders its own datagrams too). Datagrams arrive in
 //! the order of their arrival times. The same arrivals go (a) through braid's security layer
-//! (a gateway seals, a server opens: a counter and a 1984-counter window per path) and (b)
+//! (a gateway seals, a server opens: a counter and an 8128-counter window per path) and (b)
 //! through WireGuard's window over one session-wide counter: wireguard-go's
 //! `replay/replay.go`, an RFC 6479 ring of 128 blocks of 64 bits accepting a counter up to
 //! 8128 behind the newest (the Linux module's `COUNTER_WINDOW_SIZE` is the same). Counted:

@@ -70,14 +70,14 @@ fn replays_are_dropped_and_counted() {
     assert_eq!(n.gw.stats().drop_replayed, 1);
 }
 
-/// Paths that differ in delay by hundreds of milliseconds at hundreds of Mbit/s: 400 ms at
-/// 200 Mbit/s is about 7000 datagrams of 1400 bytes by which the fast path runs ahead. A
+/// Paths that differ in delay by hundreds of milliseconds at hundreds of Mbit/s: 1000 ms at
+/// 300 Mbit/s is about 27,000 datagrams of 1400 bytes by which the fast paths run ahead. A
 /// single WireGuard-size window would refuse the slow path's datagrams; per-path windows
 /// take them all, and still catch every replay.
 #[test]
 fn cross_path_reordering_far_beyond_one_window_is_accepted() {
     let mut n = Net::connected(&[0, 1, 2]);
-    let ahead = 7000usize;
+    let ahead = 3 * WINDOW as usize + 1000;
     assert!(ahead as u64 > 3 * WINDOW);
     // Sent round-robin over three paths; path 0 is the slow one.
     let mut slow = Vec::new();
