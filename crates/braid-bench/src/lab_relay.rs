@@ -3,7 +3,10 @@
 //! HTB-shaped uplink (`braid relay`'s classes), and a server. A real Linux TCP upload
 //! (Cubic) crosses braid while relay B joins at a third of the run and relay A leaves
 //! (SIGTERM: it tells the gateway and the server) at two thirds. Headline: the upload's
-//! goodput over the capacity the relays lent while present (issue 22).
+//! goodput over the capacity the relays lent while present (issue 22). After the upload,
+//! relay B is revoked without a restart (`revoked = true` in the server's config, SIGHUP):
+//! within a second the server must refuse it, and then see its path go down (it is the
+//! session's last path, which stays in the session).
 //!
 //! The upload is a Python sender and receiver over the tunnel; both hash the bytes, so
 //! the run also shows the stream intact across the relays' coming and going.
@@ -240,6 +243,10 @@ fn log_has(log: &Path, text: &str) -> bool {
     std::fs::read_to_string(log).is_ok_and(|s| s.contains(text))
 }
 
+fn log_count(log: &Path, text: &str) -> usize {
+    std::fs::read_to_string(log).map_or(0, |s| s.matches(text).count())
+}
+
 /// What one run measured.
 struct Run {
     goodput_mbps: f64,
@@ -257,7 +264,7 @@ fn upload(braid: &Path, d: &Path, secs: f64, omit: f64) -> Result<Run, String> {
     let bed = Bed::new(&prefix)?;
     let [srv_cfg, gw_cfg, a_cfg, b_cfg] = configs(braid, d)?;
     let logs = ["server", "gateway", "relay-a", "relay-b"].map(|n| d.join(format!("{n}.log")));
-    let _server = start(&bed.srv, braid, "server", &srv_cfg, &logs[0])?;
+    let server = start(&bed.srv, braid, "server", &srv_cfg, &logs[0])?;
     let mut relay_a = start(&bed.relays[0], braid, "relay", &a_cfg, &logs[2])?;
     std::thread::sleep(Duration::from_millis(300));
     let _gateway = start(&bed.gw, braid, "gateway", &gw_cfg, &logs[1])?;
@@ -302,6 +309,26 @@ fn upload(braid: &Path, d: &Path, secs: f64, omit: f64) -> Result<Run, String> {
     if !done {
         return Err("the upload did not finish within 30 s of its end".into());
     }
+    // Relay B revoked at runtime: its path leaves the server's session.
+    let text = std::fs::read_to_string(&srv_cfg).map_err(|e| e.to_string())?;
+    let revoked = text.replacen(
+        "name = \"relay-b\"\n",
+        "name = \"relay-b\"\nrevoked = true\n",
+        1,
+    );
+    write(&srv_cfg, &revoked)?;
+    let downs = |log: &Path| log_count(log, "path down");
+    let downs_before = downs(&logs[0]);
+    let hup = Instant::now();
+    testbed::run("kill", &["-HUP", &server.pid().to_string()])?;
+    let b_revoked = testbed::wait_for(Duration::from_secs(1), || {
+        log_has(&logs[0], "relay revoked; path")
+    });
+    let b_revoked_ms = b_revoked.then(|| hup.elapsed().as_secs_f64() * 1e3);
+    // B's path is the session's last, which the engine keeps: its datagrams are refused,
+    // so the server must see the path go down.
+    let b_silenced = log_has(&logs[0], "relay revoked; path removed")
+        || testbed::wait_for(Duration::from_secs(3), || downs(&logs[0]) > downs_before);
     let parse = |f: &Path| -> Result<Value, String> {
         let text = std::fs::read_to_string(f).map_err(|e| e.to_string())?;
         text.lines()
@@ -338,6 +365,9 @@ fn upload(braid: &Path, d: &Path, secs: f64, omit: f64) -> Result<Run, String> {
         "server_removed_relay_a_path": log_has(&logs[0], "relay left; path removed"),
         "gateway_removed_relay_a_path": log_has(&logs[1], "path left the session"),
         "server_saw_relay_b": log_has(&logs[0], "relay-b"),
+        "server_revoked_relay_b": b_revoked,
+        "relay_b_silenced": b_silenced,
+        "relay_b_revoked_ms": b_revoked_ms,
         "stream_intact": sent["sha256"] == received["sha256"] && sent["bytes"] == received["bytes"],
     });
     Ok(Run {

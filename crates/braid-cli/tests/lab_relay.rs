@@ -2,7 +2,8 @@
 //! upload from a gateway whose only paths are two `braid relay`s; relay B joins a third of
 //! the way in and relay A leaves (SIGTERM) at two thirds. The stream must arrive whole,
 //! both daemons must take A's path out of the session when A says it leaves, the server
-//! must take B's path on, and the upload must go on over B alone. Skipped, with the reason
+//! must take B's path on, and the upload must go on over B alone. Then B is revoked by a
+//! config edit and SIGHUP: the server must refuse it and see its path go down. Skipped, with the reason
 //! printed, where root, namespaces, tc or python3 are missing.
 
 use braid_net::testbed;
@@ -34,6 +35,8 @@ fn an_upload_survives_a_relay_leaving_and_another_joining() {
         "server_removed_relay_a_path",
         "gateway_removed_relay_a_path",
         "server_saw_relay_b",
+        "server_revoked_relay_b",
+        "relay_b_silenced",
     ] {
         assert_eq!(e[key], true, "{key}: {e}");
     }

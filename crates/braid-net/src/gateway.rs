@@ -222,6 +222,9 @@ impl Gateway {
                         return Ok(());
                     }
                     NETLINK if self.links.drain() => self.rescan_links(),
+                    SIGNALS if shutdown.take_reload() => {
+                        tracing::info!("SIGHUP: the gateway re-reads nothing at runtime; restart it to apply a changed config")
+                    }
                     SIGNALS | NETLINK => {}
                     Token(t) if t < pending.len() => pending[t] = true,
                     _ => {}

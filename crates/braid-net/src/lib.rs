@@ -41,7 +41,7 @@ pub mod tun;
 pub mod udp;
 pub mod web;
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 
 /// Why the daemon stopped or could not start.
@@ -62,15 +62,18 @@ pub enum DaemonError {
     Io(#[from] std::io::Error),
 }
 
-/// SIGINT and SIGTERM, watched by the event loop.
+/// SIGINT and SIGTERM (stop) and SIGHUP (re-read what can change at runtime), watched by
+/// the event loop.
 pub struct Shutdown {
     signals: Signals,
+    reload: bool,
 }
 
 impl Shutdown {
     pub fn new() -> std::io::Result<Shutdown> {
         Ok(Shutdown {
-            signals: Signals::new([SIGINT, SIGTERM])?,
+            signals: Signals::new([SIGINT, SIGTERM, SIGHUP])?,
+            reload: false,
         })
     }
 
@@ -82,8 +85,22 @@ impl Shutdown {
         registry.register(&mut self.signals, token, mio::Interest::READABLE)
     }
 
-    /// Whether a stop signal arrived.
+    /// Whether a SIGHUP arrived since the last call (read with [`Self::requested`]).
+    pub(crate) fn take_reload(&mut self) -> bool {
+        std::mem::take(&mut self.reload)
+    }
+
+    /// Whether a stop signal arrived; a SIGHUP among the pending signals is kept for
+    /// [`Self::take_reload`].
     pub(crate) fn requested(&mut self) -> bool {
-        self.signals.pending().next().is_some()
+        let mut stop = false;
+        for s in self.signals.pending() {
+            if s == SIGHUP {
+                self.reload = true;
+            } else {
+                stop = true;
+            }
+        }
+        stop
     }
 }

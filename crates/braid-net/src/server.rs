@@ -200,7 +200,8 @@ impl Server {
         })
     }
 
-    /// Runs until SIGINT or SIGTERM, then undoes its system changes.
+    /// Runs until SIGINT or SIGTERM, then undoes its system changes; SIGHUP re-reads the
+    /// config's `[[relay]]` sections.
     pub fn run(&mut self, shutdown: &mut Shutdown) -> Result<(), DaemonError> {
         shutdown.register(self.poll.registry(), SIGNALS)?;
         let mut events = Events::with_capacity(64);
@@ -236,6 +237,7 @@ impl Server {
                         self.undo.undo();
                         return Ok(());
                     }
+                    SIGNALS if shutdown.take_reload() => self.reload_relays(self.clock.now()),
                     SIGNALS => {}
                     Token(t) if t < pending.len() => pending[t] = true,
                     _ => {}

@@ -224,30 +224,64 @@ impl LenderGate {
         private: &PrivateKey,
         authorized: &[(PublicKey, PublicKey)],
     ) -> Result<LenderGate, LenderError> {
-        let server = private.public_key();
-        let mut lenders: HashMap<u32, Authorized> = HashMap::new();
-        for &(public, owner) in authorized {
-            let id = lender_id(&public);
-            if let Some(other) = lenders.get(&id) {
-                if other.public != public {
-                    return Err(LenderError::IdCollision(other.public, public));
-                }
-            }
-            lenders.insert(
-                id,
-                Authorized {
-                    key: derive_key(private, &public, &public, &server)?,
-                    public,
-                    owner,
-                    revoked: false,
-                    window: ReplayWindow::default(),
-                },
-            );
-        }
-        Ok(LenderGate {
-            lenders,
+        let mut gate = LenderGate {
+            lenders: HashMap::new(),
             stats: LenderStats::default(),
-        })
+        };
+        for &(public, owner) in authorized {
+            gate.authorize(private, public, owner)?;
+        }
+        Ok(gate)
+    }
+
+    /// Authorizes relay `public` to lend to the sessions of `owner` (a gateway key) from now
+    /// on, and returns its short id. A relay the gate knows keeps its replay window (its old
+    /// datagrams stay refused) and is taken back from revocation; this is how a server
+    /// applies a re-read config without a restart.
+    pub fn authorize(
+        &mut self,
+        private: &PrivateKey,
+        public: PublicKey,
+        owner: PublicKey,
+    ) -> Result<u32, LenderError> {
+        let id = lender_id(&public);
+        match self.lenders.get_mut(&id) {
+            Some(l) if l.public != public => Err(LenderError::IdCollision(l.public, public)),
+            Some(l) => {
+                l.owner = owner;
+                l.revoked = false;
+                Ok(id)
+            }
+            None => {
+                let server = private.public_key();
+                let key = derive_key(private, &public, &public, &server)?;
+                self.lenders.insert(
+                    id,
+                    Authorized {
+                        key,
+                        public,
+                        owner,
+                        revoked: false,
+                        window: ReplayWindow::default(),
+                    },
+                );
+                Ok(id)
+            }
+        }
+    }
+
+    /// Revokes every relay whose key is not in `keep`; returns the short ids revoked now
+    /// (not those revoked before).
+    pub fn revoke_all_but(&mut self, keep: &[PublicKey]) -> Vec<u32> {
+        let mut now = Vec::new();
+        for (&id, l) in self.lenders.iter_mut() {
+            if !l.revoked && !keep.contains(&l.public) {
+                l.revoked = true;
+                now.push(id);
+            }
+        }
+        now.sort_unstable();
+        now
     }
 
     /// Whether `datagram` is a lender envelope (rather than the gateway's own).
@@ -360,6 +394,34 @@ mod tests {
         }
         let s = gate.stats();
         assert_eq!((s.accepted, s.replayed, s.revoked), (2, 1, 3));
+    }
+
+    #[test]
+    fn a_relay_authorized_again_keeps_its_replay_window() {
+        let server = key(1);
+        let (ra, rb, owner) = (key(2), key(3), key(4).public_key());
+        let mut gate = LenderGate::new(&server, &[(ra.public_key(), owner)]).unwrap();
+        let mut a = Lender::new(&ra, &server.public_key()).unwrap();
+        let mut b = Lender::new(&rb, &server.public_key()).unwrap();
+        let first = wrapped(&mut a, b"one");
+        assert!(gate.open(&first).is_ok());
+        // B is unknown until authorized; A revoked by leaving the list.
+        assert!(matches!(
+            gate.open(&wrapped(&mut b, b"x")),
+            Err(LenderDrop::Unknown(_))
+        ));
+        let idb = gate.authorize(&server, rb.public_key(), owner).unwrap();
+        assert_eq!(gate.revoke_all_but(&[rb.public_key()]), vec![a.id()]);
+        assert_eq!(gate.revoke_all_but(&[rb.public_key()]), Vec::<u32>::new());
+        assert!(matches!(
+            gate.open(&wrapped(&mut a, b"two")),
+            Err(LenderDrop::Revoked(_))
+        ));
+        assert_eq!(gate.open(&wrapped(&mut b, b"y")).unwrap().lender, idb);
+        // A back: new datagrams pass, its old one is still a replay.
+        gate.authorize(&server, ra.public_key(), owner).unwrap();
+        assert!(gate.open(&wrapped(&mut a, b"three")).is_ok());
+        assert!(matches!(gate.open(&first), Err(LenderDrop::Replayed(_))));
     }
 
     #[test]

@@ -266,6 +266,9 @@ pub fn run(config: &RelayConfig) -> Result<RelayStats, DaemonError> {
         if shutdown.requested() {
             break;
         }
+        if shutdown.take_reload() {
+            tracing::info!("SIGHUP: the relay re-reads nothing at runtime; restart it to apply a changed config");
+        }
         // Gateway to server, wrapped.
         loop {
             match local.recv_from(&mut buf[LENDER_HEADER_LEN..LENDER_HEADER_LEN + MAX_DATAGRAM]) {

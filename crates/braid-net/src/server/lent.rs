@@ -16,7 +16,7 @@ use std::ops::Range;
 
 use braid_core::{Instant, LenderId, PathConfig, PathId, Session};
 use braid_secure::lender::{Kind, LenderGate};
-use braid_secure::PublicKey;
+use braid_secure::{PrivateKey, PublicKey};
 
 use super::{Server, MAX_PATHS};
 use crate::config::{self, ServerConfig};
@@ -25,6 +25,8 @@ use crate::DaemonError;
 /// The gate and the relays' names, for the logs.
 pub(super) struct Lenders {
     gate: LenderGate,
+    /// The server's static key, to authorize relays a re-read config adds.
+    key: PrivateKey,
     names: HashMap<LenderId, String>,
 }
 
@@ -34,35 +36,54 @@ impl Lenders {
         if cfg.relays.is_empty() {
             return Ok(None);
         }
-        let setup = |m: String| DaemonError::Setup(format!("{}: {m}", cfg.file));
         let key = config::load_private_key(&cfg.file, &cfg.private_key_file)?;
-        let mut authorized = Vec::with_capacity(cfg.relays.len());
+        let gate = LenderGate::new(&key, &[]).map_err(|e| setup(cfg, e.to_string()))?;
+        let mut l = Lenders {
+            gate,
+            key,
+            names: HashMap::new(),
+        };
+        l.apply(cfg)?;
+        tracing::info!(relays = cfg.relays.len(), "relays authorized");
+        Ok(Some(l))
+    }
+
+    /// Makes the gate follow `cfg`'s `[[relay]]` sections: each listed relay is authorized
+    /// for its gateway's sessions (a known one keeps its replay window), and a relay marked
+    /// `revoked` or no longer listed is revoked. Returns the relays revoked by this call.
+    fn apply(&mut self, cfg: &ServerConfig) -> Result<Vec<LenderId>, DaemonError> {
+        let mut keep = Vec::with_capacity(cfg.relays.len());
         for r in &cfg.relays {
             let owner = cfg
                 .peers
                 .iter()
                 .find(|p| p.name == r.gateway)
                 .map(|p| config::parse_public_key(&p.public_key))
-                .ok_or_else(|| setup(format!("relay '{}': no gateway '{}'", r.name, r.gateway)))?
-                .map_err(|e| setup(format!("gateway '{}': public_key: {e}", r.gateway)))?;
-            authorized.push((r.public_key, owner));
-        }
-        let mut gate = LenderGate::new(&key, &authorized).map_err(|e| setup(e.to_string()))?;
-        let mut names = HashMap::new();
-        for r in &cfg.relays {
-            let id = braid_secure::lender::lender_id(&r.public_key);
-            names.insert(id, r.name.clone());
-            if r.revoked {
-                gate.revoke(&r.public_key);
+                .ok_or_else(|| {
+                    setup(
+                        cfg,
+                        format!("relay '{}': no gateway '{}'", r.name, r.gateway),
+                    )
+                })?
+                .map_err(|e| setup(cfg, format!("gateway '{}': public_key: {e}", r.gateway)))?;
+            let id = (self.gate)
+                .authorize(&self.key, r.public_key, owner)
+                .map_err(|e| setup(cfg, e.to_string()))?;
+            self.names.insert(id, r.name.clone());
+            if !r.revoked {
+                keep.push(r.public_key);
             }
         }
-        tracing::info!(relays = cfg.relays.len(), "relays authorized");
-        Ok(Some(Lenders { gate, names }))
+        Ok(self.gate.revoke_all_but(&keep))
     }
 
     fn name(&self, id: LenderId) -> &str {
         self.names.get(&id).map_or("?", String::as_str)
     }
+}
+
+fn setup(cfg: &ServerConfig, m: String) -> DaemonError {
+    DaemonError::Setup(format!("{}: {m}", cfg.file))
 }
 
 /// What to do with a datagram on a path, given who lends the path now.
@@ -119,7 +140,7 @@ impl Server {
                 None
             }
             Kind::Leave => {
-                self.relay_left(now, opened.lender);
+                self.relay_left(now, opened.lender, "relay left");
                 None
             }
         }
@@ -191,8 +212,46 @@ impl Server {
         }
     }
 
-    /// Relay `lender` leaves: the paths it lends leave the sessions of its owner.
-    fn relay_left(&mut self, now: Instant, lender: u32) {
+    /// Re-reads the config file's `[[relay]]` sections (on SIGHUP): relays added are
+    /// authorized, and the paths of relays revoked or removed leave their sessions at once
+    /// (their data fails over). A config that does not load changes nothing. Other sections
+    /// need a restart.
+    pub(super) fn reload_relays(&mut self, now: Instant) {
+        let cfg = match ServerConfig::load(std::path::Path::new(&self.cfg.file)) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "SIGHUP: the config does not load; the relays stay as they were");
+                return;
+            }
+        };
+        let revoked = match self.lenders.as_mut() {
+            Some(l) => l.apply(&cfg),
+            None => Lenders::new(&cfg).map(|l| {
+                self.lenders = l;
+                Vec::new()
+            }),
+        };
+        let revoked = match revoked {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "SIGHUP: the relays stay as they were");
+                return;
+            }
+        };
+        for &id in &revoked {
+            self.relay_left(now, id, "relay revoked");
+        }
+        tracing::info!(
+            relays = cfg.relays.len(),
+            revoked_now = revoked.len(),
+            "SIGHUP: relays re-read"
+        );
+        self.cfg.relays = cfg.relays;
+    }
+
+    /// Relay `lender` leaves (`why`, for the log): the paths it lends leave the sessions of
+    /// its owner.
+    fn relay_left(&mut self, now: Instant, lender: u32, why: &str) {
         let name = self
             .lenders
             .as_ref()
@@ -204,7 +263,7 @@ impl Server {
             for path in lent {
                 match p.session.remove_path(now, path) {
                     Ok(()) => {
-                        tracing::info!(gateway = %p.name, path, relay = %name, "relay left; path removed");
+                        tracing::info!(gateway = %p.name, path, relay = %name, "{why}; path removed");
                         if let Some(slot) = p.remotes.get_mut(usize::from(path)) {
                             *slot = None;
                         }
@@ -213,7 +272,7 @@ impl Server {
                         }
                     }
                     Err(e) => {
-                        tracing::warn!(gateway = %p.name, path, relay = %name, error = %e, "relay left; path kept")
+                        tracing::warn!(gateway = %p.name, path, relay = %name, error = %e, "{why}; path kept")
                     }
                 }
             }
