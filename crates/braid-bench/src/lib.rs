@@ -43,6 +43,7 @@ mod pluribus_coding;
 mod pluribus_fig15;
 mod pluribus_fig17;
 mod prism;
+mod prism_fig9;
 mod prism_members;
 mod prism_rpc;
 mod rate_series;

@@ -20,6 +20,7 @@ static ALL: &[&dyn Bench] = &[
     &crate::cap_month::CapMonth,
     &crate::prism::PrismFig7,
     &crate::prism::PrismFig8,
+    &crate::prism_fig9::PrismFig9,
     &crate::prism_rpc::PrismFig6a,
     &crate::prism_rpc::PrismFig6b,
     &crate::prism_members::PrismFig6c,

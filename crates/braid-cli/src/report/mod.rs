@@ -251,6 +251,15 @@ fn plots(bench: &str, r: &Value) -> Vec<anyhow::Result<String>> {
             "links",
             &refs(),
         )),
+        // PRISM Fig 9: goodput against the background's mean burst time, per scheduler.
+        "prism-fig9" => out.push(points_plot(
+            "goodput (Mbit/s) vs mean burst time of the background traffic (s)",
+            sys,
+            "burst_s",
+            "goodput_mbps",
+            "burst time (s)",
+            &[],
+        )),
         // oSCTP Fig 9: fraction of ideal at each pair of paths, per scheduler.
         "osctp-fig9" => out.push(osctp_fig9(sys, &refs())),
         // Simulated seconds per wall-clock second, per workload, against the goal.

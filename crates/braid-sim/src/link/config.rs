@@ -91,6 +91,9 @@ pub struct LinkConfig {
     /// Bit errors in delivered packets. Corrupted packets are still delivered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corruption: Option<CorruptionConfig>,
+    /// On/off background traffic sharing the queue and the capacity. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_traffic: Option<CrossTrafficConfig>,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -191,6 +194,32 @@ pub struct RandomBlackoutConfig {
 #[serde(deny_unknown_fields)]
 pub struct CorruptionConfig {
     pub bit_error_rate: f64,
+}
+
+/// `{ rate_kbps = 400, burst_s = 5 }`: background traffic in bursts of a Pareto-distributed
+/// length (mean `burst_s`, `shape`, default 1.5, ns-2's) separated by `idle_s` (default 1 s)
+/// of silence, at `rate_kbps` during a burst, in packets of `packet_bytes` (default 1500).
+/// Its packets queue with the link's own (a full queue drops them too), take capacity, and
+/// are not delivered (PRISM §8.3.2).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CrossTrafficConfig {
+    pub rate_kbps: f64,
+    pub burst_s: f64,
+    #[serde(default = "one_second")]
+    pub idle_s: f64,
+    #[serde(default = "ns2_pareto_shape")]
+    pub shape: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packet_bytes: Option<u64>,
+}
+
+fn one_second() -> f64 {
+    1.0
+}
+
+fn ns2_pareto_shape() -> f64 {
+    1.5
 }
 
 /// A link configuration that cannot be used. Each message names the key or file at fault and
@@ -317,6 +346,21 @@ impl LinkConfig {
         }
         if let Some(c) = &self.corruption {
             probability("corruption.bit_error_rate", c.bit_error_rate)?;
+        }
+        if let Some(c) = &self.cross_traffic {
+            positive("cross_traffic.rate_kbps", c.rate_kbps)?;
+            at_least_a_microsecond("cross_traffic.burst_s", c.burst_s)?;
+            non_negative("cross_traffic.idle_s", c.idle_s)?;
+            if !(c.shape > 1.0 && c.shape.is_finite()) {
+                return Err(invalid(
+                    "cross_traffic.shape",
+                    c.shape,
+                    "a finite number greater than 1 (the Pareto mean is finite only then)",
+                ));
+            }
+            if let Some(b) = c.packet_bytes {
+                at_least_one("cross_traffic.packet_bytes", b)?;
+            }
         }
         Ok(())
     }

@@ -17,6 +17,10 @@
 //! 4. **Propagation.** Delivery time = departure + `delay_ms` + |N(0, `jitter_ms`)|, raised to
 //!    the previous packet's delivery time unless `reorder` is set.
 //!
+//! Background traffic (`cross_traffic`, `cross.rs`) offers its packets to the same queue at
+//! their own arrival times, each before the first of the link's own packets that arrives
+//! later; they take capacity and queue space and are never delivered.
+//!
 //! Randomness comes from the one [`Rng`] given to [`Link::new`], split into separate streams
 //! for loss, jitter, random blackouts and corruption, each drawn in send order, so the same
 //! inputs and seed give the same deliveries, bit for bit.
@@ -26,6 +30,7 @@
 
 mod config;
 pub mod convert;
+mod cross;
 mod impair;
 mod trace;
 
@@ -44,12 +49,14 @@ use serde::Serialize;
 use crate::{Packet, Rng};
 
 pub use config::{
-    BlackoutConfig, CorruptionConfig, GilbertElliott, LinkConfig, LinkConfigError, LossConfig,
-    RandomBlackoutConfig, DEFAULT_QUEUE_MIN_PACKETS, DEFAULT_QUEUE_MS, MTU_BYTES,
+    BlackoutConfig, CorruptionConfig, CrossTrafficConfig, GilbertElliott, LinkConfig,
+    LinkConfigError, LossConfig, RandomBlackoutConfig, DEFAULT_QUEUE_MIN_PACKETS, DEFAULT_QUEUE_MS,
+    MTU_BYTES,
 };
 pub use trace::{read_trace_text, Trace, TraceCache};
 
 use config::QueueLimit;
+use cross::CrossTraffic;
 use impair::{Blackouts, Corrupter, LossModel};
 use trace::TraceServer;
 
@@ -66,6 +73,7 @@ pub struct Link {
     loss: LossModel,
     blackouts: Blackouts,
     corrupter: Option<Corrupter>,
+    cross: Option<CrossTraffic>,
     jitter_rng: Rng,
     in_flight: InFlight,
     /// Latest delivery time handed out so far, for FIFO delivery under jitter.
@@ -90,6 +98,8 @@ struct Counts {
     packets_queued: u64,
     queue_delay_sum_us: u128,
     queue_delay_max_us: u64,
+    cross_packets_offered: u64,
+    cross_packets_dropped: u64,
 }
 
 /// What a link did so far.
@@ -115,6 +125,15 @@ pub struct LinkStats {
     /// serialisation) over packets admitted to the queue, in milliseconds.
     pub queue_delay_mean_ms: f64,
     pub queue_delay_max_ms: f64,
+    /// Background packets (`cross_traffic`) offered, and dropped at the full queue.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cross_packets_offered: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cross_packets_dropped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl LinkStats {
@@ -249,6 +268,8 @@ impl Link {
                 .corruption
                 .as_ref()
                 .and_then(|c| Corrupter::new(c.bit_error_rate, Rng::child(base, "corruption"))),
+            cross: (cfg.cross_traffic.as_ref())
+                .map(|c| CrossTraffic::new(c, Rng::child(base, "cross-traffic"))),
             jitter_rng: Rng::child(base, "jitter"),
             in_flight: if cfg.reorder {
                 InFlight::Reorder(BinaryHeap::new())
@@ -279,27 +300,13 @@ impl Link {
         let size = wire_bytes as u64;
         self.counts.packets_offered += 1;
         self.counts.bytes_offered += size;
+        self.offer_cross_traffic(now_us);
 
-        while let Some(&(departure, bytes)) = self.queue.front() {
-            if departure > now_us {
-                break;
-            }
-            self.queue.pop_front();
-            self.queued_bytes -= bytes;
-        }
-        let fits = match self.limit {
-            QueueLimit::Packets(n) => (self.queue.len() as u64) < n,
-            QueueLimit::Bytes(b) => self.queued_bytes + size <= b,
-        };
-        if !fits {
+        let Some(departure) = self.enqueue(now_us, size) else {
             self.counts.packets_dropped_queue += 1;
             self.counts.bytes_dropped_queue += size;
             return;
-        }
-
-        let departure = self.transmitter.transmit(now_us, size);
-        self.queue.push_back((departure, size));
-        self.queued_bytes += size;
+        };
         let sojourn = departure.saturating_sub(now_us);
         self.counts.packets_queued += 1;
         self.counts.queue_delay_sum_us += u128::from(sojourn);
@@ -354,6 +361,43 @@ impl Link {
                 packet,
             })),
         }
+    }
+
+    /// Takes `size` bytes arriving at `now_us` into the drop-tail queue and returns their
+    /// departure time, or `None` when the queue is full.
+    fn enqueue(&mut self, now_us: u64, size: u64) -> Option<u64> {
+        while let Some(&(departure, bytes)) = self.queue.front() {
+            if departure > now_us {
+                break;
+            }
+            self.queue.pop_front();
+            self.queued_bytes -= bytes;
+        }
+        let fits = match self.limit {
+            QueueLimit::Packets(n) => (self.queue.len() as u64) < n,
+            QueueLimit::Bytes(b) => self.queued_bytes + size <= b,
+        };
+        if !fits {
+            return None;
+        }
+        let departure = self.transmitter.transmit(now_us, size);
+        self.queue.push_back((departure, size));
+        self.queued_bytes += size;
+        Some(departure)
+    }
+
+    /// Offers the background packets that arrived by `now_us`, each at its own time.
+    fn offer_cross_traffic(&mut self, now_us: u64) {
+        let Some(mut c) = self.cross.take() else {
+            return;
+        };
+        while let Some(at) = c.next_by(now_us) {
+            self.counts.cross_packets_offered += 1;
+            if self.enqueue(at, c.packet_bytes).is_none() {
+                self.counts.cross_packets_dropped += 1;
+            }
+        }
+        self.cross = Some(c);
     }
 
     /// The next packet due by `now`, in delivery order. Call until `None`.
@@ -417,6 +461,8 @@ impl Link {
             bits_flipped: c.bits_flipped,
             queue_delay_mean_ms: mean_us / 1e3,
             queue_delay_max_ms: c.queue_delay_max_us as f64 / 1e3,
+            cross_packets_offered: c.cross_packets_offered,
+            cross_packets_dropped: c.cross_packets_dropped,
         }
     }
 }
