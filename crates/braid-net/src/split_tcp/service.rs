@@ -18,9 +18,11 @@
 //! answers to the address it last heard on that path). A gateway sends NEW until the
 //! server has answered; the server starts a session only on an authenticated NEW and
 //! answers anything else it does not know with GONE, which makes the gateway reset its
-//! connections and start over. A chunk-less datagram is the gateway's keepalive, every
-//! second on every uplink, which the server echoes: a gateway that hears nothing for
-//! [`SERVER_SILENCE`] handshakes again (the server restarted and forgot the keys).
+//! connections and start over. A chunk-less datagram is the gateway's keepalive, on every
+//! uplink as soon as the session exists and every second after, which the server echoes
+//! (until a path's first datagram arrives the server keeps that path's, up to `WAITING`):
+//! a gateway that hears nothing for [`SERVER_SILENCE`] handshakes again (the server
+//! restarted and forgot the keys).
 //! Nothing that fails authentication reaches a session: no connection is opened for it,
 //! and it is counted and logged.
 
@@ -66,9 +68,9 @@ const MAX_CONNS: usize = 4096;
 /// Datagrams a server session holds per path until the gateway's first datagram on it
 /// arrives. A new session learns its paths' addresses one by one (the OPEN may arrive on
 /// a 20 ms path, the gateway's first keepalive on a 200 ms one 90 ms later); datagrams
-/// dropped meanwhile cost the stream an RTO and the path's window (lab-split-tcp lost a
-/// tenth of its goodput so). The initial window is 4 chunks, so this never fills on a
-/// live path.
+/// dropped meanwhile cost the stream an RTO and the path's window (lab-split-tcp,
+/// docs/benchmarks.md). The initial window is 4 chunks, so this never fills on a live
+/// path.
 const WAITING: usize = 64;
 /// UDP socket buffers: a window of the fastest lab path's bursts.
 const UDP_BUFFER: usize = 4 << 20;
