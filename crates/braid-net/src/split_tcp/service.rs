@@ -18,9 +18,11 @@
 //! answers to the address it last heard on that path). A gateway sends NEW until the
 //! server has answered; the server starts a session only on an authenticated NEW and
 //! answers anything else it does not know with GONE, which makes the gateway reset its
-//! connections and start over. A chunk-less datagram is the gateway's keepalive, every
-//! second on every uplink, which the server echoes: a gateway that hears nothing for
-//! [`SERVER_SILENCE`] handshakes again (the server restarted and forgot the keys).
+//! connections and start over. A chunk-less datagram is the gateway's keepalive, on every
+//! uplink as soon as the session exists and every second after, which the server echoes
+//! (until a path's first datagram arrives the server keeps that path's, up to `WAITING`):
+//! a gateway that hears nothing for [`SERVER_SILENCE`] handshakes again (the server
+//! restarted and forgot the keys).
 //! Nothing that fails authentication reaches a session: no connection is opened for it,
 //! and it is counted and logged.
 
@@ -63,6 +65,13 @@ const DEBUG_EVERY: Duration = Duration::from_secs(1);
 const REFUSED_LOG_EVERY: Duration = Duration::from_secs(10);
 /// Relayed connections per session at most; more are refused.
 const MAX_CONNS: usize = 4096;
+/// Datagrams a server session holds per path until the gateway's first datagram on it
+/// arrives. A new session learns its paths' addresses one by one (the OPEN may arrive on
+/// a 20 ms path, the gateway's first keepalive on a 200 ms one 90 ms later); datagrams
+/// dropped meanwhile cost the stream an RTO and the path's window (lab-split-tcp,
+/// docs/benchmarks.md). The initial window is 4 chunks, so this never fills on a live
+/// path.
+const WAITING: usize = 64;
 /// UDP socket buffers: a window of the fastest lab path's bursts.
 const UDP_BUFFER: usize = 4 << 20;
 
@@ -111,8 +120,9 @@ fn pack(out: &mut Vec<u8>, headroom: usize, overhead: usize, e: &Envelope, chunk
     len
 }
 
-/// Datagrams the security layer refused, logged when they grow (at most every
-/// [`REFUSED_LOG_EVERY`]).
+/// Datagrams the security layer refused, and datagrams not sent (`send_errors`: no keys to
+/// seal with, no address for the path, a socket error), logged when they grow (at most
+/// every [`REFUSED_LOG_EVERY`]).
 #[derive(Debug, Default)]
 struct Refused {
     drops: Drops,
@@ -127,7 +137,12 @@ impl Refused {
 
     fn total(&self) -> u64 {
         let d = &self.drops;
-        d.unauthenticated + d.replayed + d.unknown_session + d.unknown_key + d.engine_rejected
+        d.unauthenticated
+            + d.replayed
+            + d.unknown_session
+            + d.unknown_key
+            + d.engine_rejected
+            + d.send_errors
     }
 
     fn log(&mut self, now: Instant) {
@@ -145,7 +160,8 @@ impl Refused {
             unknown_session = d.unknown_session,
             replayed = d.replayed,
             rejected = d.engine_rejected,
-            "split-TCP: datagrams refused (no connection is opened for them)"
+            not_sent = d.send_errors,
+            "split-TCP: datagrams refused (no connection is opened for them) or not sent"
         );
     }
 }
@@ -203,11 +219,14 @@ pub struct GatewayLoop {
     next_conn: u32,
     next_token: usize,
     tokens: HashMap<Token, u32>,
-    dropped_sends: u64,
+    /// Datagrams refused on receipt, and those not sent (no keys, socket error).
     refused: Refused,
     /// When something from the server last authenticated.
     last_rx: Instant,
     next_rehandshake: Instant,
+    /// When the keepalives go out next on every uplink; `now` as soon as the session has
+    /// an id, so the server learns every uplink's address before the stream needs it.
+    next_keepalive: Instant,
 }
 
 impl GatewayLoop {
@@ -248,10 +267,10 @@ impl GatewayLoop {
             next_conn: 1,
             next_token: CONN0,
             tokens: HashMap::new(),
-            dropped_sends: 0,
             refused: Refused::default(),
             last_rx: now,
             next_rehandshake: now,
+            next_keepalive: now,
         };
         g.bind_uplinks();
         Ok(g)
@@ -298,14 +317,13 @@ impl GatewayLoop {
         let mut dgram = Vec::with_capacity(2048);
         let mut requests = Vec::new();
         let mut closed = Vec::new();
-        let mut next_keepalive = self.clock.now();
         while !stop.load(Ordering::Relaxed) {
             let now = self.clock.now();
             let wake = self
                 .session
                 .poll_timeout()
                 .unwrap_or(Instant::MAX)
-                .min(next_keepalive)
+                .min(self.next_keepalive)
                 .min(self.sec.timeout());
             let timeout = wake.saturating_duration_since(now).min(TICK);
             if self.poll.poll(&mut events, Some(timeout)).is_err() {
@@ -344,9 +362,10 @@ impl GatewayLoop {
             for t in closed.drain(..) {
                 self.tokens.remove(&t);
             }
-            self.transmit(now, &mut out, &mut dgram);
-            if now >= next_keepalive {
-                next_keepalive = now + KEEPALIVE;
+            // Keepalives before the stream's datagrams: the first ones announce every
+            // uplink to the server.
+            if now >= self.next_keepalive {
+                self.next_keepalive = now + KEEPALIVE;
                 self.bind_uplinks();
                 self.refused.log(now);
                 tracing::debug!(state = %self.session.describe(), "split-TCP");
@@ -356,8 +375,9 @@ impl GatewayLoop {
                     }
                 }
             }
+            self.transmit(now, &mut out, &mut dgram);
         }
-        tracing::info!(stats = ?self.session.stats, dropped_sends = self.dropped_sends, refused = ?self.refused.drops, "split-TCP stopped");
+        tracing::info!(stats = ?self.session.stats, drops = ?self.refused.drops, "split-TCP stopped");
     }
 
     /// Every datagram waiting on uplink `i`'s socket.
@@ -444,6 +464,7 @@ impl GatewayLoop {
                 }
                 tracing::info!(session = %session, "split-TCP: handshake done");
                 self.last_rx = now;
+                self.next_keepalive = now;
                 if self.id == 0 {
                     self.id = id;
                 } else {
@@ -464,7 +485,7 @@ impl GatewayLoop {
         let len = pack(dgram, self.sec.headroom(), self.sec.overhead(), &e, chunk);
         match self.sec.seal(now, path, dgram, len) {
             Some(n) => self.send(usize::from(path), &dgram[..n]),
-            None => self.dropped_sends += 1,
+            None => self.refused.drops.send_errors += 1,
         }
     }
 
@@ -473,7 +494,7 @@ impl GatewayLoop {
             .as_ref()
             .is_some_and(|s| s.send_to(d, self.server).is_ok());
         if !ok {
-            self.dropped_sends += 1;
+            self.refused.drops.send_errors += 1;
         }
     }
 
@@ -561,6 +582,7 @@ impl GatewayLoop {
             GatewaySecurity::Noise(_) => id,
         };
         self.confirmed = false;
+        self.next_keepalive = now;
     }
 }
 
@@ -572,6 +594,28 @@ fn random_id() -> u32 {
 struct Peer {
     session: Session,
     addrs: Vec<Option<SocketAddr>>,
+    /// Per path, the stream's datagrams sent before the gateway's first datagram on that
+    /// path told its address (at most [`WAITING`]); they leave when it arrives.
+    waiting: Vec<Vec<(u8, Vec<u8>)>>,
+}
+
+impl Peer {
+    fn new(paths: u8, now: Instant) -> Peer {
+        let n = usize::from(paths);
+        Peer {
+            session: Session::new(n, now),
+            addrs: vec![None; n],
+            waiting: vec![Vec::new(); n],
+        }
+    }
+
+    /// Path `path` is heard from `from`; whether it had no address before.
+    fn heard(&mut self, path: PathId, from: SocketAddr) -> bool {
+        match self.addrs.get_mut(usize::from(path)) {
+            Some(a) => a.replace(from).is_none(),
+            None => false,
+        }
+    }
 }
 
 /// The server's loop.
@@ -719,7 +763,7 @@ impl ServerLoop {
                     self.tokens.remove(&t);
                 }
                 while let Some(path) = peer.session.poll_transmit(now, &mut out) {
-                    self.send_sealed(now, pid, &peer, 0, path, &out, &mut dgram);
+                    self.send_sealed(now, pid, &mut peer, 0, path, &out, &mut dgram);
                 }
                 self.peers.insert(pid, peer);
             }
@@ -735,6 +779,7 @@ impl ServerLoop {
     fn receive(&mut self, now: Instant, buf: &mut [u8], dgram: &mut Vec<u8>) {
         let load = self.handshakes.load(now);
         let mut answers: Vec<(u32, PathId, u8, SocketAddr)> = Vec::new();
+        let mut addressed: Vec<(u32, PathId)> = Vec::new();
         let (socket, sec, reply, peers, refused, handshakes) = (
             &self.socket,
             &mut self.sec,
@@ -751,11 +796,8 @@ impl ServerLoop {
                     range,
                 }) => (session, path, range),
                 Ok(Opened::Keepalive { session, path }) => {
-                    if let Some(a) = peers
-                        .get_mut(&session)
-                        .and_then(|p| p.addrs.get_mut(usize::from(path)))
-                    {
-                        *a = Some(from);
+                    if peers.get_mut(&session).is_some_and(|p| p.heard(path, from)) {
+                        addressed.push((session, path));
                     }
                     return;
                 }
@@ -785,21 +827,20 @@ impl ServerLoop {
                 Some(p) => p,
                 None if e.flags & NEW != 0 => {
                     tracing::info!(gateway = %from, paths = e.paths, session, "split-TCP session");
-                    peers.entry(session).or_insert(Peer {
-                        session: Session::new(usize::from(e.paths), now),
-                        addrs: vec![None; usize::from(e.paths)],
-                    })
+                    peers.entry(session).or_insert(Peer::new(e.paths, now))
                 }
                 None => {
                     answers.push((session, path, GONE, from));
                     return;
                 }
             };
-            let Some(a) = peer.addrs.get_mut(usize::from(path)) else {
+            if usize::from(path) >= peer.addrs.len() {
                 refused.drops.engine_rejected += 1;
                 return;
-            };
-            *a = Some(from);
+            }
+            if peer.heard(path, from) {
+                addressed.push((session, path));
+            }
             peer.session.last_heard = now;
             if chunk.is_empty() {
                 answers.push((session, path, 0, from));
@@ -810,6 +851,33 @@ impl ServerLoop {
         for a in answers {
             self.answer(now, a, dgram);
         }
+        for (session, path) in addressed {
+            self.send_waiting(now, session, path, dgram);
+        }
+    }
+
+    /// The datagrams that waited for `path`'s address, now that it is known.
+    fn send_waiting(&mut self, now: Instant, session: u32, path: PathId, dgram: &mut Vec<u8>) {
+        let Some(mut peer) = self.peers.remove(&session) else {
+            return;
+        };
+        let waiting = peer
+            .waiting
+            .get_mut(usize::from(path))
+            .map(std::mem::take)
+            .unwrap_or_default();
+        if !waiting.is_empty() {
+            tracing::debug!(
+                session,
+                path,
+                datagrams = waiting.len(),
+                "split-TCP: the path's address is known; its waiting datagrams leave"
+            );
+        }
+        for (flags, chunk) in waiting {
+            self.send_sealed(now, session, &mut peer, flags, path, &chunk, dgram);
+        }
+        self.peers.insert(session, peer);
     }
 
     /// A keepalive's echo (`flags` 0) or GONE, back to the authenticated datagram's source.
@@ -830,24 +898,32 @@ impl ServerLoop {
             session,
         };
         let len = pack(dgram, self.sec.headroom(), self.sec.overhead(), &e, &[]);
-        if let Some(n) = self.sec.seal(now, session, path, dgram, len) {
-            let _ = self.socket.send_to(&dgram[..n], to);
+        match self.sec.seal(now, session, path, dgram, len) {
+            Some(n) if self.socket.send_to(&dgram[..n], to).is_ok() => {}
+            _ => self.refused.drops.send_errors += 1,
         }
     }
 
-    /// Seals `chunk` of `session` for `path` and sends it to the path's address.
+    /// Seals `chunk` of `session` for `path` and sends it to the path's address, or keeps
+    /// it until the path has one ([`WAITING`]). A datagram that cannot be kept, sealed or
+    /// sent is counted in `send_errors`.
     #[allow(clippy::too_many_arguments)]
     fn send_sealed(
         &mut self,
         now: Instant,
         session: u32,
-        peer: &Peer,
+        peer: &mut Peer,
         flags: u8,
         path: PathId,
         chunk: &[u8],
         dgram: &mut Vec<u8>,
     ) {
-        let Some(Some(to)) = peer.addrs.get(usize::from(path)) else {
+        let p = usize::from(path);
+        let Some(&Some(to)) = peer.addrs.get(p) else {
+            match peer.waiting.get_mut(p) {
+                Some(w) if w.len() < WAITING => w.push((flags, chunk.to_vec())),
+                _ => self.refused.drops.send_errors += 1,
+            }
             return;
         };
         let e = Envelope {
@@ -857,8 +933,9 @@ impl ServerLoop {
             session,
         };
         let len = pack(dgram, self.sec.headroom(), self.sec.overhead(), &e, chunk);
-        if let Some(n) = self.sec.seal(now, session, path, dgram, len) {
-            let _ = self.socket.send_to(&dgram[..n], *to);
+        match self.sec.seal(now, session, path, dgram, len) {
+            Some(n) if self.socket.send_to(&dgram[..n], to).is_ok() => {}
+            _ => self.refused.drops.send_errors += 1,
         }
     }
 
