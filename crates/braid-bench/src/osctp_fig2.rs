@@ -99,12 +99,14 @@ fn solve(mut m: Vec<Vec<f64>>, mut v: Vec<f64>) -> Option<Vec<f64>> {
         }
         m.swap(c, piv);
         v.swap(c, piv);
-        for r in c + 1..n {
-            let k = m[r][c] / m[c][c];
-            for j in c..n {
-                m[r][j] -= k * m[c][j];
+        let (top, below) = m.split_at_mut(c + 1);
+        let pivot = &top[c];
+        for (r, row) in below.iter_mut().enumerate() {
+            let k = row[c] / pivot[c];
+            for (a, b) in row[c..].iter_mut().zip(&pivot[c..]) {
+                *a -= k * b;
             }
-            v[r] -= k * v[c];
+            v[c + 1 + r] -= k * v[c];
         }
     }
     let mut x = vec![0.0; n];
