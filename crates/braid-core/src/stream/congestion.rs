@@ -101,6 +101,11 @@ impl Window {
         self.credit = 0.0;
     }
 
+    /// Slow start again up to `ssthresh` at least (a path revived after a failure).
+    pub fn restart_slow_start(&mut self, ssthresh: u64) {
+        self.ssthresh = self.ssthresh.max(ssthresh);
+    }
+
     /// RFC 4960 §7.2.3: a T3-rtx expiry leaves one MTU.
     pub fn on_timeout(&mut self) {
         self.ssthresh = (self.cwnd / 2).max(4 * self.mtu);

@@ -12,7 +12,8 @@ use crate::Instant;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Failover {
     /// oSCTP §IV-E1: failed at its first T3-rtx expiry; revived by an acknowledgement of
-    /// data sent on it or a heartbeat answer; heartbeats every second while failed.
+    /// data sent on it or a heartbeat answer; heartbeats every second while failed (once
+    /// per RTO with [`super::StreamConfig::fast_revival`]).
     #[default]
     Osctp,
     /// Stock SCTP (RFC 4960 §8.2): failed after `path_max_retrans` consecutive expiries;
@@ -61,6 +62,8 @@ pub struct SenderPath {
     /// expiry proves spurious (Eifel's response, RFC 4015): until an acknowledgement of
     /// data sent after it settles the question.
     pub undo: Option<(Window, RtoEstimator)>,
+    /// The window before the T3 expiries that failed the path.
+    pub before_failure: Option<Window>,
 }
 
 impl SenderPath {
@@ -79,6 +82,7 @@ impl SenderPath {
             min_rtt: None,
             latest_rtt: Duration::ZERO,
             undo: None,
+            before_failure: None,
         }
     }
 
@@ -115,6 +119,19 @@ impl SenderPath {
             self.failed = Some(now + interval);
             self.heartbeat_due = true;
             self.recover_psn = None;
+        }
+    }
+
+    /// [`super::StreamConfig::fast_revival`]: a revived path slow-starts back to the
+    /// window it had before it failed, or on until a loss if it had not left slow start.
+    pub fn restart_after_failure(&mut self) {
+        if let Some(w) = self.before_failure.take() {
+            let ssthresh = if w.ssthresh() == u64::MAX {
+                u64::MAX
+            } else {
+                w.cwnd()
+            };
+            self.window.restart_slow_start(ssthresh);
         }
     }
 

@@ -245,6 +245,7 @@ impl StreamSender {
         match Chunk::parse(bytes) {
             Ok(Chunk::Sack(sack)) => self.on_sack(now, &sack),
             Ok(Chunk::HeartbeatAck { path, nonce }) => {
+                let fast_revival = self.fast_revival();
                 let Some(p) = self.paths.get_mut(path as usize) else {
                     return;
                 };
@@ -254,6 +255,9 @@ impl StreamSender {
                 }
                 if p.failed.is_some() {
                     p.revive();
+                    if fast_revival {
+                        p.restart_after_failure();
+                    }
                     self.stats.revivals += 1;
                 }
             }
@@ -266,6 +270,7 @@ impl StreamSender {
             return;
         }
         let n = self.paths.len();
+        let fast_revival = self.fast_revival();
         let flight_before: Vec<u64> = self.paths.iter().map(|p| p.flight).collect();
         let lowest_before: Vec<Option<u64>> = self
             .paths
@@ -299,6 +304,9 @@ impl StreamSender {
             path.errors = 0;
             if path.failed.is_some() && self.config.failover == Failover::Osctp {
                 path.revive();
+                if fast_revival {
+                    path.restart_after_failure();
+                }
                 self.stats.revivals += 1;
             }
             if s.lost {
@@ -436,6 +444,11 @@ impl StreamSender {
         }
     }
 
+    /// [`StreamConfig::fast_revival`], which applies to oSCTP failover only.
+    fn fast_revival(&self) -> bool {
+        self.config.fast_revival && self.config.failover == Failover::Osctp
+    }
+
     /// The earliest T3-rtx expiry or heartbeat.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.paths
@@ -447,9 +460,15 @@ impl StreamSender {
 
     /// Runs the timers due at `now`; harmless when early.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let interval = self.config.failover.heartbeat_interval();
+        let base = self.config.failover.heartbeat_interval();
+        let fast_revival = self.fast_revival();
         for i in 0..self.paths.len() {
             let path = &mut self.paths[i];
+            let interval = if fast_revival {
+                path.rto.rto().min(base)
+            } else {
+                base
+            };
             if let Some(at) = path.failed {
                 if at <= now {
                     path.heartbeat_due = true;
@@ -480,6 +499,7 @@ impl StreamSender {
                 Failover::Stock { path_max_retrans } => path.errors > path_max_retrans,
             };
             if fail && path.failed.is_none() {
+                path.before_failure = path.undo.map(|u| u.0);
                 path.fail(now, interval);
                 self.stats.failures += 1;
             }

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use super::chunk::{Chunk, Sack};
 use super::link::{Link, LinkParams};
 use super::*;
-use crate::Instant;
+use crate::{Instant, PathId};
 
 struct Outcome {
     data: Vec<u8>,
@@ -520,7 +520,8 @@ fn osctp_failover_moves_to_the_live_path_at_once() {
 }
 
 /// oSCTP fig. 13: the path carrying the SACKs dies for good at 5 s. Acknowledging on the
-/// path the latest chunk arrived on finishes; a fixed ACK path stalls for good.
+/// path the latest chunk arrived on, or spread over the paths that delivered lately,
+/// finishes; a fixed ACK path stalls for good.
 #[test]
 fn acks_on_the_latest_arrival_path_survive_the_ack_paths_failure() {
     let die = Instant::from_millis(5000);
@@ -542,12 +543,51 @@ fn acks_on_the_latest_arrival_path_survive_the_ack_paths_failure() {
     };
     let latest = go(AckPath::Latest);
     assert!(latest.data == pattern(4 * MB));
+    let spread = go(AckPath::Spread);
+    assert!(spread.data == pattern(4 * MB));
     let fixed = go(AckPath::Fixed(1));
     assert!(fixed.done_at.is_none());
     assert_eq!(
         fixed.read_between(Instant::from_millis(10_000), Instant::MAX),
         0
     );
+}
+
+/// Spread SACKs: the latest arrival's path, or when it carried one in the last 2 ms the
+/// other path, if that delivered in the last 100 ms and carried none in the last 2 ms.
+#[test]
+fn spread_acks_leave_the_latest_path_only_when_sacks_come_fast() {
+    let mut r = StreamReceiver::new(ReceiverConfig {
+        ack_path: AckPath::Spread,
+        ..ReceiverConfig::default()
+    });
+    let mut out = Vec::new();
+    let mut ack_paths = Vec::new();
+    // Out of order (TSN 0 never comes), so each chunk is acknowledged at once.
+    let arrivals = [
+        (0, 0),
+        (1000, 1),
+        (2500, 1),
+        (10_000, 1),
+        (10_500, 1),
+        (300_000, 1),
+        (300_500, 1),
+    ];
+    for (k, (us, path)) in arrivals.into_iter().enumerate() {
+        let now = Instant::from_micros(us);
+        out.clear();
+        Chunk::Data {
+            path,
+            tsn: k as u64 + 1,
+            fin: false,
+            payload: &[0; 100],
+        }
+        .emit(&mut out);
+        r.handle_datagram(now, path, &out.clone());
+        ack_paths.push(r.poll_transmit(now, &mut out));
+    }
+    let expected: Vec<Option<PathId>> = [0, 1, 0, 1, 0, 1, 1].into_iter().map(Some).collect();
+    assert_eq!(ack_paths, expected);
 }
 
 /// A sender with two round-robin paths and eight chunks out: TSNs 0, 2, 4, 6 on path 0 and
