@@ -587,6 +587,23 @@ pub struct Config {
     /// receiving end (PluriBus §5), or let through with the striping end's Reverse Path
     /// Controller fixing the sender's view of the ACKs (PRISM §5-6), or not at all.
     pub reordering: Reordering,
+    /// Per-path congestion control in packet mode: the rate window alone, or with the
+    /// loss/delay factor on it (see [`PathCc`]).
+    pub path_cc: PathCc,
+}
+
+/// Per-path congestion control in packet mode (`crate::path::window`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PathCc {
+    /// Each path's window is its delivery rate times its feedback delay plus a queue
+    /// allowance, in the style of BBR (`path/window.rs`).
+    #[default]
+    Rate,
+    /// The rate window times a factor cut by [`crate::path::backoff::BETA`] on a loss at
+    /// the path's own bottleneck or a long bottleneck wait, once per round trip, and grown
+    /// back additively (`path/backoff.rs`).
+    LossDelay,
 }
 
 /// How reordering between paths is hidden from the inner transport.
@@ -649,6 +666,7 @@ impl Default for Config {
             header_compression: true,
             metering: None,
             reordering: Reordering::default(),
+            path_cc: PathCc::default(),
         }
     }
 }

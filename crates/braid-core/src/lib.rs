@@ -44,7 +44,7 @@ pub mod time;
 
 pub use config::{
     Config, ConfigError, EvolutionParams, HoleTimeoutMode, LossRecoveryKind, LtParams,
-    MemberChoice, NackTrigger, PathConfig, PresenceEstimate, ReedSolomonParams, Reordering,
+    MemberChoice, NackTrigger, PathCc, PathConfig, PresenceEstimate, ReedSolomonParams, Reordering,
     RetransmitParams, Role, SchedulerKind, XorDecoder, XorParams,
 };
 pub use event::Event;

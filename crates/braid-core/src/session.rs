@@ -174,7 +174,9 @@ impl Session {
             }
             // At most 256 distinct ids, so the position fits in a u8.
             *slot = Some(i as u8);
-            list.push(Path::new(p, config.capacity_interval, now));
+            let mut path = Path::new(p, config.capacity_interval, now);
+            path.set_cc(config.path_cc);
+            list.push(path);
         }
         let mut session = Session {
             scheduling: schedule::Scheduling::new(&config),

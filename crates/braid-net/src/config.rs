@@ -69,6 +69,8 @@ pub struct EngineSection {
     pub aqm: Option<bool>,
     /// Inner IPv4/TCP header compression of what this daemon sends (default true).
     pub header_compression: Option<bool>,
+    /// Per-path congestion control: `rate` (default) or `loss-delay` (docs/scenarios.md).
+    pub path_cc: Option<braid_core::PathCc>,
     /// `resequence` (default), `rpc` or `none` (docs/scenarios.md).
     pub reordering: Option<braid_core::Reordering>,
     pub report_interval_ms: Option<f64>,
@@ -766,6 +768,9 @@ pub fn engine_config(e: &EngineSection, mtu: u16, session_id: u32) -> Config {
     }
     if let Some(h) = e.header_compression {
         c.header_compression = h;
+    }
+    if let Some(p) = e.path_cc {
+        c.path_cc = p;
     }
     if let Some(r) = e.reordering {
         c.reordering = r;

@@ -101,6 +101,9 @@ pub struct EngineSection {
     pub aqm: Option<bool>,
     /// Inner IPv4/TCP header compression (default true; `compress.rs`).
     pub header_compression: Option<bool>,
+    /// Per-path congestion control: `rate` (default) or `loss-delay` (`path/backoff.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_cc: Option<braid_core::PathCc>,
     /// `resequence` (default), `rpc` (PRISM's Reverse Path Controller at the striping
     /// end, delivery on arrival) or `none` (delivery on arrival).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -307,6 +310,9 @@ impl Scenario {
         }
         if let Some(h) = self.engine.header_compression {
             c.header_compression = h;
+        }
+        if let Some(p) = self.engine.path_cc {
+            c.path_cc = p;
         }
         if let Some(r) = self.engine.reordering {
             c.reordering = r;

@@ -13,6 +13,7 @@
 //! Receiver-side estimates travel to the sender in reports (docs/wire.md, "Report"); the
 //! sender's [`Path`] holds the latest of them for its schedulers and loss recovery.
 
+pub mod backoff;
 pub mod capacity;
 pub mod delay;
 pub mod feedback;
@@ -51,8 +52,9 @@ use std::time::Duration;
 use braid_wire::PathEntry;
 
 use crate::stats::PathStats;
-use crate::{Instant, PathConfig, PathId};
+use crate::{Instant, PathCc, PathConfig, PathId};
 
+use backoff::Backoff;
 use capacity::CapacityEstimator;
 use delay::DelayEstimator;
 use feedback::FeedbackDelay;
@@ -128,6 +130,9 @@ struct TxState {
     acked_at: Option<(Instant, Instant)>,
     /// The congestion window ([`window`]).
     window: PathWindow,
+    /// Which controller sizes it, and the loss/delay factor on it ([`backoff`]).
+    cc: PathCc,
+    backoff: Backoff,
     /// Queue model corrections applied.
     queue_corrections: u64,
     /// Changes of `capacity_bps` from reports, and the smallest value it took.
@@ -233,6 +238,8 @@ impl Path {
                 acked_window_bytes: 0,
                 acked_at: None,
                 window: PathWindow::default(),
+                cc: PathCc::default(),
+                backoff: Backoff::default(),
                 queue_corrections: 0,
                 capacity_changes: 0,
                 capacity_min: tx_capacity,
@@ -443,6 +450,25 @@ impl Path {
 
     /// [`Path::window`] with a queue allowance of `allowance`.
     pub fn window_with(&self, now: Instant, allowance: Duration) -> u64 {
+        let w = self.rate_window(now, allowance);
+        match self.tx.cc {
+            PathCc::Rate => w,
+            PathCc::LossDelay => self.tx.backoff.apply(w, window::MIN_WINDOW),
+        }
+    }
+
+    /// Selects the path's congestion controller (`Config::path_cc`).
+    pub(crate) fn set_cc(&mut self, cc: PathCc) {
+        self.tx.cc = cc;
+    }
+
+    /// The loss/delay factor on the window and its cuts so far ([`backoff`]).
+    pub fn backoff(&self) -> (f64, u64) {
+        (self.tx.backoff.scale(), self.tx.backoff.cuts())
+    }
+
+    /// The rate model's window alone ([`window`]).
+    fn rate_window(&self, now: Instant, allowance: Duration) -> u64 {
         let capacity = self
             .tx
             .capacity_known_at
@@ -623,7 +649,12 @@ impl Path {
             delivered: self.tx.acked_bytes,
             delivered_at,
             first_sent,
-            window_limited: in_flight.saturating_mul(4) >= self.window(now).saturating_mul(3),
+            // Against the rate window alone: a window the loss/delay factor holds below it
+            // paces the path, and its samples would shrink the rate with the factor.
+            window_limited: in_flight.saturating_mul(4)
+                >= self
+                    .rate_window(now, window::QUEUE_TARGET)
+                    .saturating_mul(3),
         };
         self.tx.bytes += wire_bytes as u64;
         if kind != SentKind::Coded {
@@ -738,6 +769,12 @@ impl Path {
                 self.tx.peer_highest_seq = Some(highest);
                 self.tx.peer_received = received;
                 let mut overdriven = self.tx.capacity_known_at.is_none();
+                let newly_acked = self.sent(highest).map(|e| {
+                    (
+                        e.at,
+                        e.window_bytes.saturating_sub(self.tx.acked_window_bytes),
+                    )
+                });
                 if let Some(&e) = self.sent(highest) {
                     self.tx.acked_bytes = e.bytes;
                     self.tx.acked_window_bytes = e.window_bytes;
@@ -749,6 +786,20 @@ impl Path {
                     overdriven |= self.tx.capacity_known_at.is_some_and(|k| e.at < k);
                 }
                 let (acked, lost) = (arrived.min(advanced), advanced.saturating_sub(arrived));
+                if let (PathCc::LossDelay, Some((sent, bytes))) = (self.tx.cc, newly_acked) {
+                    // A loss at this path's bottleneck; outages and the losses of set-up
+                    // and of a stand-in capacity (below) are not its congestion.
+                    let bottleneck_lost =
+                        if lost < loss::OUTAGE_GAP && prev.is_some() && !overdriven {
+                            lost
+                        } else {
+                            0
+                        };
+                    let w = self.window(now);
+                    self.tx
+                        .backoff
+                        .on_ack(now, sent, bytes, bottleneck_lost, queue, w);
+                }
                 let n = acked + lost;
                 // The first feedback covers the path's set-up: datagrams sent before the
                 // peer had heard the path (a gateway's first datagrams on an uplink that

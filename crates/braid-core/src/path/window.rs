@@ -33,6 +33,10 @@
 //! the rate is high), but a short path beside a long one (never-worse's fast + slow lossy,
 //! 5 and 400 ms) needs its queue: held to 70 ms, braid fell to 0.83 of the fast path
 //! alone, its queue moved into the send queue, which the inner TCP overflowed.
+//!
+//! This is the `path_cc = "rate"` controller, the default. `"loss-delay"` multiplies its
+//! window by the factor of [`super::backoff`], which a loss at the path's own bottleneck
+//! or a long bottleneck wait cuts: this window has no loss response of its own.
 
 use std::time::Duration;
 

@@ -115,6 +115,7 @@ impl Session {
         self.inputs_changed();
         let capacity_interval = self.config.capacity_interval;
         let mut p = Path::new(path, capacity_interval, now);
+        p.set_cc(self.config.path_cc);
         if let Some(n) = self.membership.numbering[usize::from(path.id)] {
             p.resume_numbering(n);
         }
