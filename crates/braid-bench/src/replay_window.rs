@@ -351,16 +351,20 @@ mod tests {
     }
 
     /// Within a path: 200 ms of jitter at 300 Mbit/s puts datagrams up to about 2700 of
-    /// their path's counters behind, past braid's 1984, so braid refuses some; WireGuard's
-    /// one window, four times as wide, still takes the session's lag (about 8000 of 8128).
+    /// their path's counters behind, inside braid's per-path window (8128, WireGuard's
+    /// size), so nothing is refused; 1000 ms of jitter puts them about 13,000 behind, past
+    /// it, and braid refuses some.
     #[test]
-    fn within_path_reordering_past_the_window_is_refused_by_braid() {
+    fn within_path_reordering_is_refused_only_past_the_window() {
         let c = run_cell(100, 200, 300, 1, 1).unwrap();
+        assert!(
+            c.max_path_lag > 2600 && c.max_path_lag < WINDOW,
+            "{}",
+            c.max_path_lag
+        );
+        assert_eq!((c.braid_refused, c.wireguard_refused), (0, 0));
+        let c = run_cell(100, 1000, 300, 1, 1).unwrap();
         assert!(c.max_path_lag > WINDOW, "{}", c.max_path_lag);
         assert!(c.braid_refused > 0);
-        assert!(c.max_session_lag <= WG_WINDOW, "{}", c.max_session_lag);
-        assert_eq!(c.wireguard_refused, 0);
-        let c = run_cell(100, 10, 300, 1, 1).unwrap();
-        assert_eq!((c.braid_refused, c.wireguard_refused), (0, 0));
     }
 }
