@@ -84,6 +84,11 @@ struct BenchArgs {
     /// time). Without root they are skipped anyway, with the reason.
     #[arg(long)]
     skip_lab: bool,
+    /// Also append each result as one JSON line (the form `bench all --json` prints) to
+    /// FILE, for `braid report --from FILE` (e.g. the lab's results from a root machine
+    /// beside the simulated ones from another).
+    #[arg(long, value_name = "FILE")]
+    save: Option<std::path::PathBuf>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -170,7 +175,7 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
             seed: a.seed,
             skip_lab: a.skip_lab,
         };
-        return report::all::bench_all(plan, a.json);
+        return report::all::bench_all(plan, a.json, a.save.as_deref());
     }
     if a.skip_lab {
         anyhow::bail!("--skip-lab goes with `braid bench all`");
@@ -183,7 +188,23 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
         seed: a.seed,
         progress: Some(&mut cb),
     };
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "how long the benchmark took, for --save: the CLI's own wall clock"
+    )]
+    let start = std::time::Instant::now();
     let report = b.run(&mut opts)?;
     bar.finish();
+    if let Some(file) = &a.save {
+        let entry = report::all::Entry {
+            bench: report.bench.clone(),
+            quick: a.quick,
+            seed: a.seed,
+            wall_s: start.elapsed().as_secs_f64(),
+            outcome: report::all::Outcome::Ran(serde_json::to_value(&report)?),
+            text: None,
+        };
+        report::all::save(file, &entry)?;
+    }
     print_report(&report, a.json)
 }

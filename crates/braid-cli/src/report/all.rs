@@ -95,6 +95,42 @@ impl Entry {
     }
 }
 
+/// The entries of several saved files (or runs) as one: per benchmark and mode (quick or
+/// full) the last entry that ran or failed, else the last skipped one, so that a later
+/// file's `skipped` (a run without root) never hides an earlier file's lab result. Entries
+/// keep the order in which each (benchmark, mode) first appeared.
+pub fn merge(entries: Vec<Entry>) -> Vec<Entry> {
+    let mut out: Vec<Entry> = Vec::with_capacity(entries.len());
+    for e in entries {
+        match out
+            .iter_mut()
+            .find(|o| o.bench == e.bench && o.quick == e.quick)
+        {
+            None => out.push(e),
+            Some(o) => {
+                if !matches!(e.outcome, Outcome::Skipped(_))
+                    || matches!(o.outcome, Outcome::Skipped(_))
+                {
+                    *o = e;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Appends `entry`'s JSON line to `file` (made if missing): what `--save FILE` keeps for
+/// `braid report --from FILE`.
+pub fn save(file: &std::path::Path, entry: &Entry) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .with_context(|| format!("opening {}", file.display()))?;
+    writeln!(f, "{}", entry.to_json()).with_context(|| format!("writing {}", file.display()))
+}
+
 /// Reads the lines `bench all --json` wrote; blank lines are skipped.
 pub fn parse_lines(text: &str) -> anyhow::Result<Vec<Entry>> {
     text.lines()
@@ -214,7 +250,7 @@ fn status_line(e: &Entry) -> String {
 
 /// `braid bench all`: JSON lines or each report's table on standard output, progress on
 /// standard error; fails (after running the rest) when any benchmark failed.
-pub fn bench_all(plan: Plan, json: bool) -> anyhow::Result<()> {
+pub fn bench_all(plan: Plan, json: bool, save_to: Option<&std::path::Path>) -> anyhow::Result<()> {
     let mut out_err: Option<anyhow::Error> = None;
     let entries = run_all(plan, |entry, bar| {
         if out_err.is_some() {
@@ -226,7 +262,8 @@ pub fn bench_all(plan: Plan, json: bool) -> anyhow::Result<()> {
                 Some(text) => bar.suspend(|| crate::emit(&(text.clone() + "\n"))),
                 None => Ok(()),
             },
-        };
+        }
+        .and_then(|()| save_to.map_or(Ok(()), |f| save(f, entry)));
         if let Err(e) = printed {
             out_err = Some(e);
         }

@@ -24,9 +24,12 @@ pub struct Args {
     /// marker lines, from the same results.
     #[arg(long)]
     docs: Option<PathBuf>,
-    /// Read the JSON lines `braid bench all --json` saved instead of running the benchmarks.
+    /// Read the JSON lines `braid bench all --json` (or `--save`) saved instead of running
+    /// the benchmarks. Repeat it to combine files (say, the lab's from a root machine):
+    /// per benchmark and mode the last result that ran or failed counts, and a later
+    /// `skipped` never hides an earlier result.
     #[arg(long)]
-    from: Option<PathBuf>,
+    from: Vec<PathBuf>,
     /// Run the smaller versions (ignored with --from).
     #[arg(long)]
     quick: bool,
@@ -39,20 +42,25 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let entries = match &a.from {
-        Some(file) => {
-            let text = std::fs::read_to_string(file)
-                .with_context(|| format!("reading {}", file.display()))?;
-            all::parse_lines(&text).with_context(|| format!("reading {}", file.display()))?
-        }
-        None => all::run_all(
+    let entries = if a.from.is_empty() {
+        all::run_all(
             Plan {
                 quick: a.quick,
                 seed: a.seed,
                 skip_lab: a.skip_lab,
             },
             |_, _| {},
-        ),
+        )
+    } else {
+        let mut lines = Vec::new();
+        for file in &a.from {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            lines.extend(
+                all::parse_lines(&text).with_context(|| format!("reading {}", file.display()))?,
+            );
+        }
+        all::merge(lines)
     };
     let summary = format!(
         "{} ran, {} failed, {} skipped",
@@ -119,7 +127,7 @@ pub fn render(entries: &[Entry]) -> String {
     h += "<table><tr><th>benchmark</th><th>metric</th><th>paper</th><th>goal</th>\
           <th>braid</th><th>met</th></tr>\n";
     for e in entries {
-        let name = esc(&e.bench);
+        let (id, name) = anchor(e, entries);
         match &e.outcome {
             Outcome::Ran(r) => {
                 let hl = headlines(r)[0];
@@ -131,7 +139,7 @@ pub fn render(entries: &[Entry]) -> String {
                 let met = hl["met"].as_bool() == Some(true);
                 let _ = writeln!(
                     h,
-                    "<tr><td><a href=\"#{name}\">{name}</a></td><td>{}</td><td class=\"n\">{}</td>\
+                    "<tr><td><a href=\"#{id}\">{name}</a></td><td>{}</td><td class=\"n\">{}</td>\
                      <td class=\"n\">{cmp} {}</td><td class=\"n\">{}</td><td class=\"{}\">{}</td></tr>",
                     esc(hl["metric"].as_str().unwrap_or("")),
                     num(&hl["paper"]),
@@ -149,7 +157,7 @@ pub fn render(entries: &[Entry]) -> String {
                 };
                 let _ = writeln!(
                     h,
-                    "<tr><td><a href=\"#{name}\">{name}</a></td><td colspan=\"4\"></td>\
+                    "<tr><td><a href=\"#{id}\">{name}</a></td><td colspan=\"4\"></td>\
                      <td class=\"other\">{what}</td></tr>"
                 );
             }
@@ -157,7 +165,7 @@ pub fn render(entries: &[Entry]) -> String {
     }
     h += "</table>\n";
     for e in entries {
-        section(&mut h, e);
+        section(&mut h, e, anchor(e, entries));
     }
     h += "</body></html>\n";
     h
@@ -168,9 +176,23 @@ fn count(entries: &[Entry], f: impl Fn(&Outcome) -> bool) -> usize {
 }
 
 /// One benchmark's section: summary, headlines, plots, notes, command.
-fn section(h: &mut String, e: &Entry) {
+/// A benchmark's section id and its name as shown: its name, with the mode added where the
+/// entries hold it both quick and in full.
+fn anchor(e: &Entry, entries: &[Entry]) -> (String, String) {
     let name = esc(&e.bench);
-    let _ = writeln!(h, "<section id=\"{name}\"><h2>{name}</h2>");
+    if entries
+        .iter()
+        .any(|o| o.bench == e.bench && o.quick != e.quick)
+    {
+        let mode = if e.quick { "quick" } else { "full" };
+        (format!("{name}-{mode}"), format!("{name} ({mode})"))
+    } else {
+        (name.clone(), name)
+    }
+}
+
+fn section(h: &mut String, e: &Entry, (id, name): (String, String)) {
+    let _ = writeln!(h, "<section id=\"{id}\"><h2>{name}</h2>");
     if let Ok(b) = braid_bench::find(&e.bench) {
         let _ = writeln!(h, "<p>{}</p>", esc(b.summary()));
     }

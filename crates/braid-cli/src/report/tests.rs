@@ -245,3 +245,91 @@ fn docs_benchmarks_md_lists_exactly_the_registrys_benchmarks() {
          `braid bench all --json`; a benchmark without a line in FILE shows as not run)"
     );
 }
+
+/// Files combined with `--from A --from B`: a later `skipped` (a run without root) keeps an
+/// earlier result, a later failure or run replaces it, and a full run's row shows the quick
+/// figure beside its own.
+#[test]
+fn combined_files_keep_results_over_skips_and_show_full_beside_quick() {
+    let saved = all::parse_lines(SAVED).unwrap();
+    let fig9 = saved[0].clone();
+    let Outcome::Ran(quick_report) = &fig9.outcome else {
+        panic!()
+    };
+    let skipped = |bench: &str| Entry {
+        bench: bench.into(),
+        quick: true,
+        seed: 1,
+        wall_s: 0.0,
+        outcome: Outcome::Skipped("not root".into()),
+        text: None,
+    };
+    // A lab result from one file, the same benchmark skipped in the next.
+    let mut lab = skipped("lab-bulk");
+    let mut lab_report = quick_report.clone();
+    lab_report["bench"] = "lab-bulk".into();
+    lab_report["headline"]["value"] = 1.25.into();
+    lab.outcome = Outcome::Ran(lab_report);
+    // osctp-fig9 in full, beside the saved quick run.
+    let mut full = fig9.clone();
+    full.quick = false;
+    let mut full_report = quick_report.clone();
+    full_report["headline"]["value"] = 0.5.into();
+    full_report["headline"]["met"] = false.into();
+    full.outcome = Outcome::Ran(full_report);
+    let mut failed_later = skipped("prism-fig7");
+    failed_later.outcome = Outcome::Failed("broke".into());
+
+    let merged = all::merge(
+        [
+            saved.clone(),
+            vec![lab, full, skipped("lab-bulk"), skipped("osctp-fig9")],
+            vec![failed_later],
+        ]
+        .concat(),
+    );
+    let names: Vec<(&str, bool)> = merged.iter().map(|e| (e.bench.as_str(), e.quick)).collect();
+    assert_eq!(
+        names,
+        [
+            ("osctp-fig9", true),
+            ("prism-fig7", true),
+            ("lab-bulk", true),
+            ("osctp-fig9", false)
+        ]
+    );
+    assert!(
+        matches!(merged[0].outcome, Outcome::Ran(_)),
+        "a skip kept the run"
+    );
+    assert!(matches!(&merged[1].outcome, Outcome::Failed(e) if e == "broke"));
+    assert!(matches!(&merged[2].outcome, Outcome::Ran(r) if r["headline"]["value"] == 1.25));
+
+    let t = table::markdown(&merged);
+    let row = |name: &str| {
+        t.lines()
+            .find(|l| l.starts_with(&format!("| `{name}` ")))
+            .unwrap()
+            .to_owned()
+    };
+    let quick_value = plot::trim_number(quick_report["headline"]["value"].as_f64().unwrap());
+    let fig9_row = row("osctp-fig9");
+    assert!(
+        fig9_row.contains(&format!("| 0.5 (full); {quick_value} (quick) | no |")),
+        "{fig9_row}"
+    );
+    assert!(row("lab-bulk").contains("| 1.25 (quick) |"), "{t}");
+    assert!(row("prism-fig7").contains("failed: broke"), "{t}");
+    assert!(t.starts_with("2 of "), "{t}");
+    assert!(t.contains("(2 quick, 1 full; seed 1)"), "{t}");
+    // The page keeps both runs of osctp-fig9 apart.
+    let html = render(&merged);
+    for id in ["osctp-fig9-quick", "osctp-fig9-full", "lab-bulk"] {
+        assert_eq!(
+            html.matches(&format!("<section id=\"{id}\">")).count(),
+            1,
+            "{id}"
+        );
+        assert!(html.contains(&format!("href=\"#{id}\"")), "{id}");
+    }
+}
