@@ -121,12 +121,12 @@ fn point(r: &BapuReport) -> serde_json::Value {
     })
 }
 
-fn note(opts: &Options<'_>) -> String {
+fn note(secs: f64) -> String {
     format!(
         "{} s per run; 1350-byte payloads; home AP tries each frame up to 13 times (10% loss \
          per try); efficiency = goodput / (capacity - report traffic) x payload / (IP packet \
          + {} B data header + {} B tunnel TCP/IP)",
-        duration(opts.quick),
+        secs,
         braid_sim::bapu_world::DATA_HEADER,
         braid_sim::bapu_world::TUNNEL_HEADER
     )
@@ -176,7 +176,7 @@ impl Bench for Fig7 {
             headline: Headline::new("UDP aggregation efficiency at 7 APs, BaPu", udp7, Some(0.9), 0.98, true),
             headlines: Vec::new(),
             notes: vec![
-                note(opts),
+                note(duration(opts.quick)),
                 "paper (Fig 7): UDP 12.4 Mbit/s at 7 APs, efficiency above 0.9 at every count; TCP 6.83 Mbit/s (0.5)".into(),
             ],
             table,
@@ -248,7 +248,7 @@ impl Bench for Fig10 {
             headline: Headline::new("TCP aggregation efficiency at 7 APs, BaPu-Pro", pro7, Some(0.88), 0.95, true),
             headlines: Vec::new(),
             notes: vec![
-                note(opts),
+                note(duration(opts.quick)),
                 "paper: BaPu-Pro 11.04 Mbit/s (0.88) at 7 APs; BaPu 6.83; SimpleBuffer below BaPu (Fig 9)".into(),
                 "braid = Proactive-ACK with each packet's forwarder picked by earliest expected arrival (backlog over measured rate plus the measured assign-to-arrival minimum)".into(),
             ],
@@ -261,6 +261,18 @@ impl Bench for Fig10 {
 type Setting = (String, Box<dyn Fn(&mut BapuWorldConfig)>);
 /// The table, `systems`, efficiency per setting and AP count, and the AP counts.
 type Fig12Result = (Table, serde_json::Value, Vec<Vec<f64>>, Vec<usize>);
+
+/// Seconds per Fig 12 run. The figure plots steady efficiency; at 192 ms the TCP's slow
+/// start to a ~350 KB window over the report-announce loop takes 1-2 s, which a 10 s quick
+/// run counts as a sixth of its time (bapu-fig12a at 192 ms, 7 APs: 0.835 over 10 s,
+/// 0.938 over 30 s, 0.966 over 60 s), so the quick runs are 30 s.
+fn fig12_duration(quick: bool) -> f64 {
+    if quick {
+        30.0
+    } else {
+        duration(false)
+    }
+}
 
 /// Fig 12's runs: BaPu-Pro TCP through `ns` APs for each setting.
 fn fig12(
@@ -277,6 +289,7 @@ fn fig12(
     for (_, apply) in settings {
         for &n in &ns {
             let mut c = paper(n, BapuSystem::BapuPro, BapuTraffic::Tcp, opts);
+            c.duration_s = fig12_duration(opts.quick);
             apply(&mut c);
             cfgs.push(c);
         }
@@ -351,7 +364,7 @@ impl Bench for Fig12a {
             headline: Headline::new("BaPu-Pro efficiency at 192 ms RTT, 7 APs", at192, None, 0.9, true),
             headlines: Vec::new(),
             notes: vec![
-                note(opts),
+                note(fig12_duration(opts.quick)),
                 "paper (Fig 12a): throughput declines slightly with RTT; random RTTs show no significant difference".into(),
             ],
             table,
@@ -390,7 +403,7 @@ impl Bench for Fig12b {
             headline: Headline::new("BaPu-Pro efficiency at 60% monitor loss, 7 APs", at60, None, 0.9, true),
             headlines: Vec::new(),
             notes: vec![
-                note(opts),
+                note(fig12_duration(opts.quick)),
                 "loss applies to each try a monitor AP overhears; the home AP still gets every frame through MAC retries".into(),
                 "paper (Fig 12b): very limited reduction; 7 APs do better at 60% than at 20%".into(),
             ],

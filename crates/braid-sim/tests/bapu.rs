@@ -72,3 +72,28 @@ fn a_hole_the_air_made_is_repaired_by_duplicate_acks() {
     // crawls (0.15 Mbit/s measured), but it moves.
     assert!(r.goodput_mbps > 0.1, "{}", r.goodput_mbps);
 }
+
+#[test]
+fn a_packet_only_full_aps_hold_does_not_stall_the_upload() {
+    // Two APs, the monitor missing a fifth of the tries: some segments only the home AP
+    // holds. When both buffers are full and the sender waits on such a segment, only a
+    // buffer update from the APs lets the gateway place it (before them: the first
+    // retransmission timeout at 3.9 s, then 0.12 of the uplinks over 60 s).
+    let mut c = BapuWorldConfig::paper(2, BapuSystem::BapuPro, BapuTraffic::Tcp, 1);
+    c.duration_s = 12.0;
+    c.aps[1].monitor_loss = 0.2;
+    let r = run_bapu(&c).unwrap();
+    let eff = r.goodput_mbps / r.max_goodput_mbps(1350);
+    println!(
+        "2 APs, 20% monitor loss: {:.2} Mbit/s, efficiency {eff:.3}, retransmissions {:?}, per second {:?}",
+        r.goodput_mbps, r.retransmissions, r.series_mbps
+    );
+    assert_eq!(r.retransmissions, Some(0));
+    assert!(eff > 0.9, "efficiency {eff}");
+    // No second of the run after the start carries less than half the uplinks.
+    assert!(
+        r.series_mbps.iter().skip(2).all(|&m| m > 1.9),
+        "{:?}",
+        r.series_mbps
+    );
+}

@@ -372,3 +372,24 @@ fn simple_buffer_delivers_in_order_and_gives_up_on_a_hole() {
     assert_eq!(segment::parse(&b.poll_deliver().unwrap()).unwrap().seq, 401);
     assert_eq!(b.holes_skipped, 1);
 }
+
+#[test]
+fn an_ap_tells_the_gateway_when_its_full_buffer_drains() {
+    let mut ap = BapuAp::new(ApConfig::new(1));
+    let p = tcp(true, 5, 1000, Some(1), 0, &[], 1200, 100);
+    let id = ap.on_overheard(ms(0), BSSID, &p).unwrap();
+    // The buffer (64 KB, seen empty first) is nearly full when the capture is reported.
+    assert!(ap.poll_report(ms(1), 65_536).is_none());
+    let r = ap.poll_report(ms(5), 2_000).unwrap();
+    assert_eq!((r.session, r.buffer_free, r.entries.len()), (id, 2_000, 1));
+    // No new captures: nothing until a quarter of the buffer has drained.
+    assert!(ap.poll_report(ms(10), 2_000 + 16_383).is_none());
+    let r = ap.poll_report(ms(11), 2_000 + 16_384).unwrap();
+    assert_eq!((r.session, r.buffer_free, r.entries.len()), (id, 18_384, 0));
+    // Once told, the same level is not repeated; the next quarter is news while the last
+    // report showed it over half full, and nothing after one showed it half empty.
+    assert!(ap.poll_report(ms(12), 18_384).is_none());
+    let r = ap.poll_report(ms(13), 34_768).unwrap();
+    assert_eq!((r.buffer_free, r.entries.len()), (34_768, 0));
+    assert!(ap.poll_report(ms(14), 65_536).is_none());
+}
