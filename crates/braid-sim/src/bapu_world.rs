@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use braid_core::bapu::ap::{ApConfig, BapuAp};
 use braid_core::bapu::proactive_ack::{AckVerdict, ProactiveAck, ProactiveAckConfig};
+use braid_core::bapu::repair::{Repair, RepairConfig, RepairStats};
 use braid_core::bapu::report::{self, Announce, Message};
 use braid_core::bapu::scheduler::{Choice, Scheduler, SchedulerConfig, SchedulerStats};
 use braid_core::bapu::simple_buffer::SimpleBuffer;
@@ -165,6 +166,8 @@ pub struct BapuReport {
     pub ap: ApStats,
     pub scheduler: SchedulerStats,
     pub proactive_ack: Option<ProactiveAckStats>,
+    /// The gateway's local repair under Proactive-ACK.
+    pub repair: Option<RepairStats>,
     /// Packets the gateway got twice (a reassigned forwarder delivered too).
     pub gateway_duplicates: u64,
     /// TCP retransmissions the sender made.
@@ -253,6 +256,8 @@ struct World<'a> {
     sessions: HashMap<SessionId, GatewaySession>,
     pa: Option<ProactiveAck>,
     pa_session: Option<SessionId>,
+    /// The gateway's copies of what it delivered, for Proactive-ACK's flow.
+    repair: Option<Repair>,
     air_rng: Rng,
     wifi_free: Instant,
     pace_queue: VecDeque<Vec<u8>>,
@@ -331,6 +336,10 @@ impl<'a> World<'a> {
                 .proactive()
                 .then(|| ProactiveAck::new(ProactiveAckConfig::default())),
             pa_session: None,
+            repair: cfg
+                .system
+                .proactive()
+                .then(|| Repair::new(RepairConfig::default())),
             air_rng: Rng::child(cfg.seed, "bapu/air"),
             wifi_free: Instant::ZERO,
             pace_queue: VecDeque::new(),
@@ -444,6 +453,13 @@ impl<'a> World<'a> {
             self.receiver.handle_timeout(now);
         }
         while let Some(p) = self.receiver.poll_transmit(now) {
+            if let Some(again) = self
+                .repair
+                .as_mut()
+                .and_then(|r| r.on_receiver_ack(now, &p))
+            {
+                self.push(now + Duration::from_micros(200), Event::ToReceiver(again));
+            }
             // Receiver → gateway (LAN) → home AP's downlink.
             let at = now + self.uplinks[0].delay;
             self.push(at, Event::HomeDownlink(p));
@@ -721,6 +737,9 @@ impl<'a> World<'a> {
             None => out.push(packet),
         }
         for p in out {
+            if let Some(r) = &mut self.repair {
+                r.on_delivered(now, &p);
+            }
             self.push(now + Duration::from_micros(200), Event::ToReceiver(p));
         }
     }
@@ -778,6 +797,7 @@ impl<'a> World<'a> {
             ap,
             scheduler,
             proactive_ack: self.pa.as_ref().map(|p| p.stats().clone()),
+            repair: self.repair.as_ref().map(|r| r.stats().clone()),
             gateway_duplicates: self.gateway_duplicates,
             retransmissions,
             workloads,

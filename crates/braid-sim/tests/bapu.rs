@@ -97,3 +97,24 @@ fn a_packet_only_full_aps_hold_does_not_stall_the_upload() {
         r.series_mbps
     );
 }
+
+#[test]
+fn what_the_receiver_drops_after_proactive_ack_is_repaired_by_the_gateway() {
+    // Two APs, the monitor missing 60% of the tries: arrivals so scattered that the
+    // receiver drops segments (more than 64 out-of-order ranges) Proactive-ACK already
+    // acknowledged. Without the gateway's repair the upload stops for good at 7.3 s.
+    let mut c = BapuWorldConfig::paper(2, BapuSystem::BapuPro, BapuTraffic::Tcp, 1);
+    c.duration_s = 12.0;
+    c.aps[1].monitor_loss = 0.6;
+    let r = run_bapu(&c).unwrap();
+    println!(
+        "2 APs, 60% monitor loss: {:?}, per second {:?}",
+        r.repair, r.series_mbps
+    );
+    assert!(r.repair.as_ref().unwrap().resent > 0);
+    assert!(
+        r.series_mbps.iter().skip(1).all(|&m| m > 1.0),
+        "{:?}",
+        r.series_mbps
+    );
+}

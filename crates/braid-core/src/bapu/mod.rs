@@ -13,6 +13,8 @@
 //! - [`scheduler`]: the gateway's first-come-first-served forwarder choice (§3.4), with
 //!   the first packets of a session on the home AP (§3.2, NAT state).
 //! - [`proactive_ack`]: Proactive-ACK at the home AP (§3.3).
+//! - [`repair`]: the gateway's local repair of what the receiver dropped after
+//!   Proactive-ACK acknowledged it (braid's addition).
 //! - [`simple_buffer`]: SimpleBuffer, resequencing at the gateway (§3.3, §4.2), the
 //!   baseline Proactive-ACK is measured against.
 
@@ -20,6 +22,7 @@ pub mod ap;
 pub mod dedup;
 pub mod key;
 pub mod proactive_ack;
+pub mod repair;
 pub mod report;
 pub mod scheduler;
 pub mod simple_buffer;

@@ -393,3 +393,44 @@ fn an_ap_tells_the_gateway_when_its_full_buffer_drains() {
     assert_eq!((r.buffer_free, r.entries.len()), (34_768, 0));
     assert!(ap.poll_report(ms(14), 65_536).is_none());
 }
+
+#[test]
+fn the_gateway_delivers_again_what_the_receiver_keeps_asking_for() {
+    use super::repair::{Repair, RepairConfig};
+    let mut r = Repair::new(RepairConfig::default());
+    let data = |seq: u32| tcp(true, seq as u16, seq, None, 0, &[], 100, 100);
+    let ack = |a: u32| tcp(false, 1, 7, Some(a), 0, &[], 0, 100);
+    for seq in (1000..1500).step_by(100) {
+        r.on_delivered(ms(0), &data(seq));
+    }
+    assert_eq!(
+        r.on_receiver_ack(ms(1), &ack(1100)),
+        None,
+        "news, not a request"
+    );
+    // Two duplicates are reordering; the third is a request, but the segment was given
+    // only 3 ms ago (the receiver may not have had it yet).
+    for t in 2..5 {
+        assert_eq!(r.on_receiver_ack(ms(t), &ack(1100)), None);
+    }
+    let again = r
+        .on_receiver_ack(ms(30), &ack(1100))
+        .expect("delivered again");
+    assert_eq!(segment::parse(&again).unwrap().seq, 1100);
+    assert_eq!(
+        r.on_receiver_ack(ms(31), &ack(1100)),
+        None,
+        "once per min_age"
+    );
+    assert!(r.on_receiver_ack(ms(60), &ack(1100)).is_some());
+    assert_eq!(r.stats().resent, 2);
+    // Everything acknowledged is let go; a hole the gateway never filled is not its to fill.
+    assert_eq!(r.on_receiver_ack(ms(61), &ack(1500)), None);
+    for t in 62..70 {
+        assert_eq!(r.on_receiver_ack(ms(t * 10), &ack(1500)), None);
+    }
+    r.on_delivered(ms(100), &data(1600));
+    for t in 0..5 {
+        assert_eq!(r.on_receiver_ack(ms(200 + t), &ack(1500)), None);
+    }
+}
