@@ -23,6 +23,7 @@ pub mod lab_demo;
 mod lab_emulator;
 mod lab_failover;
 mod lab_relay;
+mod lab_prism;
 mod lab_split_tcp;
 mod lab_traces;
 mod never_worse;
