@@ -173,6 +173,7 @@ impl Bench for LabBus {
                         loss_recovery,
                         aqm: None,
                         split_tcp: false,
+                        reordering: None,
                     };
                     let _tunnel = BraidTunnel::start_with(&lab, &settings)?;
                     let system = System::Braid(settings.label());

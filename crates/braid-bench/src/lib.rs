@@ -22,6 +22,7 @@ mod lab_common;
 pub mod lab_demo;
 mod lab_emulator;
 mod lab_failover;
+mod lab_prism;
 mod lab_relay;
 mod lab_split_tcp;
 mod lab_traces;

@@ -51,6 +51,7 @@ static ALL: &[&dyn Bench] = &[
     &crate::lab_emulator::LabEmulator,
     &crate::lab_bulk::LabBulk,
     &crate::lab_split_tcp::LabSplitTcp,
+    &crate::lab_prism::LabPrism,
     &crate::lab_relay::LabRelay,
     &crate::lab_bus::LabBus,
     &crate::lab_traces::LabTraces,

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use braid_core::LossRecoveryKind;
+use braid_core::{LossRecoveryKind, Reordering};
 
 use crate::netns::{LabProcess, Netns};
 use crate::topology::{gateway_path_addr, CLIENT, INTERNET, SERVER_ENDPOINT};
@@ -81,6 +81,8 @@ pub struct BraidSettings {
     pub aqm: Option<bool>,
     /// One traffic class, every TCP connection, with `transport = "split-tcp"`.
     pub split_tcp: bool,
+    /// How reordering between paths is hidden (`resequence`, `rpc`, `none`).
+    pub reordering: Option<Reordering>,
 }
 
 impl BraidSettings {
@@ -91,6 +93,7 @@ impl BraidSettings {
             loss_recovery: Some(LossRecoveryKind::None),
             aqm: None,
             split_tcp: false,
+            reordering: None,
         }
     }
 
@@ -108,6 +111,9 @@ impl BraidSettings {
         }
         if self.split_tcp {
             parts.push("split-TCP".into());
+        }
+        if let Some(r) = self.reordering {
+            parts.push(format!("reordering {}", reordering_name(r)));
         }
         parts.join(" + ")
     }
@@ -127,6 +133,9 @@ impl BraidSettings {
         if let Some(a) = self.aqm {
             let _ = writeln!(engine, "aqm = {a}");
         }
+        if let Some(r) = self.reordering {
+            let _ = writeln!(engine, "reordering = \"{}\"", reordering_name(r));
+        }
         if self.split_tcp {
             let s = self.scheduler.as_deref().unwrap_or("delay-based");
             let _ = writeln!(
@@ -136,6 +145,14 @@ impl BraidSettings {
         }
         format!("{engine}\n[control]\nsocket = \"{}\"\n", socket.display())
     }
+}
+
+/// `r` as the config spells it.
+fn reordering_name(r: Reordering) -> String {
+    toml::Value::try_from(r)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("{r:?}").to_lowercase())
 }
 
 /// More keys for the gateway's config: lines added to `[interface]` (`{dir}` stands for
@@ -425,6 +442,7 @@ mod tests {
             #[serde(default)]
             loss_recovery: LossRecoveryKind,
             aqm: Option<bool>,
+            reordering: Option<Reordering>,
         }
         let retransmit = LossRecoveryKind::Retransmit(RetransmitParams {
             nack_delay_ms: 60.0,
@@ -441,20 +459,28 @@ mod tests {
                 loss_recovery: Some(kind),
                 aqm: Some(true),
                 split_tcp: false,
+                reordering: Some(Reordering::Rpc),
             };
             let text = s.engine_section(Path::new("/tmp/x"));
             let f: File = toml::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(f.engine.scheduler, SchedulerKind::DelayBased);
             assert_eq!(f.engine.loss_recovery, kind, "{text}");
             assert_eq!(f.engine.aqm, Some(true), "{text}");
+            assert_eq!(f.engine.reordering, Some(Reordering::Rpc), "{text}");
         }
         let s = BraidSettings {
             scheduler: Some("delay-based".into()),
             loss_recovery: Some(retransmit),
             aqm: None,
             split_tcp: false,
+            reordering: None,
         };
         assert_eq!(s.label(), "delay-based + retransmit");
+        let rpc = BraidSettings {
+            reordering: Some(Reordering::Rpc),
+            ..BraidSettings::default()
+        };
+        assert_eq!(rpc.label(), "defaults + reordering rpc");
         assert_eq!(BraidSettings::scheduler("lazy").label(), "lazy");
         // The defaults leave the table empty, which parses to the daemon's defaults.
         let d = BraidSettings::default();
@@ -465,5 +491,6 @@ mod tests {
         assert_eq!(f.engine.scheduler, SchedulerKind::default());
         assert_eq!(f.engine.loss_recovery, LossRecoveryKind::default());
         assert_eq!(f.engine.aqm, None);
+        assert_eq!(f.engine.reordering, None);
     }
 }

@@ -73,6 +73,7 @@ pub fn run(sc: &Scenario, systems: &[System]) -> Result<Vec<SystemRun>, LabError
                     loss_recovery: Some(sc.engine.loss_recovery),
                     aqm: sc.engine.aqm,
                     split_tcp: false,
+                    reordering: None,
                 },
             )?),
             System::Mptcp { .. } => {

@@ -36,7 +36,7 @@ pub enum Transport {
     Mptcp,
 }
 
-fn new_socket(transport: Transport) -> io::Result<Socket> {
+pub(crate) fn new_socket(transport: Transport) -> io::Result<Socket> {
     let proto = match transport {
         Transport::Tcp => Protocol::TCP,
         Transport::Mptcp => Protocol::MPTCP,

@@ -6,4 +6,5 @@ pub mod cbr;
 pub mod http;
 pub mod iperf;
 pub mod ping;
+pub mod stamped;
 pub mod web;
