@@ -200,7 +200,7 @@ pub fn receive(a: ReceiveArgs) -> anyhow::Result<()> {
 struct StreamBar {
     bar: ProgressBar,
     /// (when, bytes per path) of recent updates, the oldest first.
-    history: std::collections::VecDeque<(std::time::Instant, Vec<u64>)>,
+    history: std::collections::VecDeque<(Duration, Vec<u64>)>,
 }
 
 impl StreamBar {
@@ -229,15 +229,15 @@ impl StreamBar {
             self.bar.set_length(p.total);
         }
         self.bar.set_position(p.done);
-        let now = std::time::Instant::now();
+        let now = p.elapsed;
         self.history.push_back((now, p.path_bytes.clone()));
         while self.history.len() > 2
-            && now.duration_since(self.history[0].0) > Duration::from_secs(1)
+            && now.saturating_sub(self.history[0].0) > Duration::from_secs(1)
         {
             self.history.pop_front();
         }
         let (t0, b0) = &self.history[0];
-        let dt = now.duration_since(*t0).as_secs_f64();
+        let dt = now.saturating_sub(*t0).as_secs_f64();
         if dt > 0.0 && b0.len() == p.path_bytes.len() {
             let rates: Vec<String> = p
                 .path_bytes

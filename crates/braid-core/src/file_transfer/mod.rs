@@ -171,7 +171,7 @@ impl Duplex {
 
     fn peer_gone(&self, now: Instant) -> Option<TransferError> {
         (now.saturating_duration_since(self.last_heard) >= self.peer_timeout)
-            .then(|| TransferError::PeerGone(self.peer_timeout.as_secs()))
+            .then_some(TransferError::PeerGone(self.peer_timeout.as_secs()))
     }
 
     /// Bytes the stream accepts now.

@@ -89,6 +89,8 @@ pub struct StreamProgress {
     pub total: u64,
     /// Datagram bytes sent (sender) or received (receiver) per path so far.
     pub path_bytes: Vec<u64>,
+    /// Since the loop started.
+    pub elapsed: Duration,
 }
 
 /// One path of a finished transfer.

@@ -81,6 +81,7 @@ impl BoundReceiver {
                         done,
                         total,
                         path_bytes: sv.bytes.clone(),
+                        elapsed: now.saturating_duration_since(sv.start),
                     });
                 }
                 let status = sv.rx.status();

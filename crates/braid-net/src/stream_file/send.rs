@@ -117,6 +117,7 @@ pub fn send(
                 done,
                 total,
                 path_bytes: lp.bytes.clone(),
+                elapsed: now.saturating_duration_since(start),
             });
         }
         match tx.status() {
