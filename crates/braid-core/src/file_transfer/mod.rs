@@ -26,6 +26,9 @@ use crate::stream::{ReceiverConfig, StreamConfig, StreamReceiver, StreamSender};
 use crate::{Instant, PathId};
 use frame::{Frame, FrameError, HEADER, MAX_DATA};
 
+/// Stream buffer the sender's DATA leaves free, so that an ERROR frame always fits.
+const RESERVE: usize = 1100;
+
 /// What is offered: the sender's file as the receiver will know it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Offer {
@@ -402,7 +405,7 @@ impl<S: Source> FileSender<S> {
             self.source.check().map_err(TransferError::Local)?;
         }
         while pos < self.offer.size {
-            let room = self.io.room().saturating_sub(HEADER);
+            let room = self.io.room().saturating_sub(HEADER + RESERVE);
             let want = (self.offer.size - pos).min(room.min(MAX_DATA) as u64) as usize;
             // Small writes cost a frame header each; wait for room for a whole frame.
             if want == 0 || (want < MAX_DATA && (want as u64) < self.offer.size - pos) {
@@ -417,7 +420,7 @@ impl<S: Source> FileSender<S> {
             pos += n as u64;
         }
         self.state = SendState::Sending { pos };
-        if pos == self.offer.size && self.io.room() >= HEADER + 32 {
+        if pos == self.offer.size && self.io.room() >= HEADER + 32 + RESERVE {
             // The file must still be the one offered once every byte was read.
             self.source.check().map_err(TransferError::Local)?;
             self.io.emit(&Frame::End(digest(&self.hasher)));
