@@ -55,9 +55,9 @@ enum Command {
     /// The real testbed: network namespaces, emulated links, real TCP, Linux MPTCP beside
     /// braid (needs root; docs/lab.md).
     Lab(lab::Args),
-    /// Send a file to `braid receive` (over HTPPR: --hare ADDR --tortoise ADDR).
+    /// Send a file to `braid receive`: over the multipath stream (--to HOST:PORT [--via ADDR]... --insecure; resumable) or over HTPPR (--hare ADDR --tortoise ADDR).
     Send(transfer::SendArgs),
-    /// Receive one file from `braid send` into a directory.
+    /// Receive one file from `braid send` into a directory: stream mode (--listen ADDR:PORT --insecure) or HTPPR mode (--hare ADDR --tortoise ADDR).
     Receive(transfer::ReceiveArgs),
     #[command(flatten)]
     Keys(keys::KeyCommand),

@@ -224,3 +224,76 @@ fn report_from_saved_lines_writes_the_page_and_bad_input_is_named() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("bench all"), "{}", stderr(&o));
 }
+
+#[test]
+fn send_and_receive_refuse_mixed_modes_and_name_what_is_wrong() {
+    let mixed = braid(&[
+        "send",
+        "x.bin",
+        "--to",
+        "127.0.0.1:9",
+        "--hare",
+        "127.0.0.1:1",
+        "--tortoise",
+        "127.0.0.1:2",
+    ]);
+    assert!(!mixed.status.success());
+    assert!(stderr(&mixed).contains("HTPPR mode"), "{}", stderr(&mixed));
+    assert!(stderr(&mixed).contains("stream mode"), "{}", stderr(&mixed));
+    let mixed = braid(&[
+        "receive",
+        ".",
+        "--listen",
+        "127.0.0.1:0",
+        "--hare",
+        "127.0.0.1:1",
+        "--tortoise",
+        "127.0.0.1:2",
+    ]);
+    assert!(stderr(&mixed).contains("HTPPR mode"), "{}", stderr(&mixed));
+    let plain = braid(&["send", "x.bin", "--to", "127.0.0.1:9"]);
+    assert!(stderr(&plain).contains("--insecure"), "{}", stderr(&plain));
+    let bad = braid(&["send", "x.bin", "--to", "nohost", "--insecure"]);
+    assert!(stderr(&bad).contains("bad --to"), "{}", stderr(&bad));
+    let missing = braid(&[
+        "send",
+        "/nonexistent/x.bin",
+        "--to",
+        "127.0.0.1:9",
+        "--insecure",
+    ]);
+    assert!(
+        stderr(&missing).contains("/nonexistent/x.bin"),
+        "{}",
+        stderr(&missing)
+    );
+    let help = stdout(&braid(&["send", "--help"]));
+    assert!(
+        help.contains("Stream mode") && help.contains("HTPPR mode"),
+        "{help}"
+    );
+}
+
+#[test]
+fn a_send_with_no_receiver_ends_with_the_peer_gone() {
+    let dir = std::env::temp_dir().join(format!("braid-cli-send-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("f.bin");
+    std::fs::write(&file, vec![7u8; 100_000]).unwrap();
+    // A port nothing listens on: the datagrams go nowhere, nothing answers.
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = sock.local_addr().unwrap().to_string();
+    drop(sock);
+    let o = braid(&[
+        "send",
+        file.to_str().unwrap(),
+        "--to",
+        &to,
+        "--insecure",
+        "--timeout",
+        "1",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("went away"), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -30,6 +30,7 @@ pub mod compress;
 pub mod config;
 pub mod event;
 pub mod fec;
+pub mod file_transfer;
 pub mod flow;
 pub mod htppr;
 pub mod metered;

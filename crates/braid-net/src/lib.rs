@@ -35,6 +35,7 @@ pub mod secure;
 pub mod server;
 pub mod split_tcp;
 pub mod status;
+pub mod stream_file;
 pub mod system;
 pub mod testbed;
 pub mod tun;

@@ -30,7 +30,7 @@ pub mod sched;
 pub mod sender;
 
 #[cfg(test)]
-mod link;
+pub(crate) mod link;
 #[cfg(test)]
 mod tests;
 

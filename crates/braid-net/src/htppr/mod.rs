@@ -51,7 +51,7 @@ impl Options {
     }
 }
 
-fn resolve(flag: &'static str, value: &str) -> Result<SocketAddr, TransferError> {
+pub(crate) fn resolve(flag: &'static str, value: &str) -> Result<SocketAddr, TransferError> {
     let bad = |reason: String| TransferError::BadAddress {
         flag,
         value: value.to_owned(),

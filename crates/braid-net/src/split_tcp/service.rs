@@ -46,7 +46,7 @@ use crate::secure::{GatewaySecurity, HandshakeRate, Opened, ServerSecurity};
 use crate::status::Drops;
 
 const MAGIC: u8 = 0xB7;
-const NEW: u8 = 1;
+pub(crate) const NEW: u8 = 1;
 const GONE: u8 = 2;
 /// Envelope bytes before the chunk.
 pub const ENVELOPE: usize = 8;
@@ -80,16 +80,17 @@ const LISTENER6: Token = Token(1);
 const UDP0: usize = 2;
 const CONN0: usize = 64;
 
+/// The envelope before a stream chunk (also `braid send`'s stream mode, crate::stream_file).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Envelope {
-    flags: u8,
-    path: PathId,
-    paths: u8,
-    session: u32,
+pub(crate) struct Envelope {
+    pub flags: u8,
+    pub path: PathId,
+    pub paths: u8,
+    pub session: u32,
 }
 
 impl Envelope {
-    fn parse(b: &[u8]) -> Option<(Envelope, &[u8])> {
+    pub(crate) fn parse(b: &[u8]) -> Option<(Envelope, &[u8])> {
         if b.len() < ENVELOPE || b[0] != MAGIC {
             return None;
         }
@@ -102,7 +103,7 @@ impl Envelope {
         (e.paths > 0 && e.path < e.paths).then_some((e, &b[ENVELOPE..]))
     }
 
-    fn emit(&self, out: &mut Vec<u8>) {
+    pub(crate) fn emit(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&[MAGIC, self.flags, self.path, self.paths]);
         out.extend_from_slice(&self.session.to_be_bytes());
     }
@@ -166,7 +167,7 @@ impl Refused {
     }
 }
 
-fn udp_socket(bind: SocketAddr, device: Option<&str>) -> std::io::Result<UdpSocket> {
+pub(crate) fn udp_socket(bind: SocketAddr, device: Option<&str>) -> std::io::Result<UdpSocket> {
     let s = Socket::new(Domain::for_address(bind), Type::DGRAM, Some(Protocol::UDP))?;
     if let Some(d) = device {
         s.bind_device(Some(d.as_bytes()))?;
