@@ -63,6 +63,10 @@ pub struct SessionStats {
     pub sent_bytes: u64,
     /// Inner packets refused by `send` because the send queue was full.
     pub send_queue_drops: u64,
+    /// Inner packets dropped at the head of the send queue because their traffic class's
+    /// own metered budget was spent and no cheap path could take them: held, they would
+    /// have blocked every class behind them (`session/metering.rs`).
+    pub class_budget_drops: u64,
     /// Inner packets refused by `send` because they exceed `max_packet_size`.
     pub oversize_drops: u64,
     /// Inner packets handed out by `poll_deliver`.
