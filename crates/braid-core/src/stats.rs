@@ -9,8 +9,11 @@ use crate::PathId;
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct PathStats {
     pub id: PathId,
-    /// Schedulers may use it (we hear it, the peer hears it, the loss guard allows it).
+    /// It works both ways and the loss guard allows it (we hear it, the peer hears it).
     pub usable: bool,
+    /// Metered, and held from data by its budget or by a cheap path with room: it still
+    /// carries heartbeats, reports and acks (`session/metering.rs`).
+    pub metered_hold: bool,
     /// Set aside by the loss guard.
     pub loss_guarded: bool,
     /// Times the path was declared failed because its acknowledgements stalled while
