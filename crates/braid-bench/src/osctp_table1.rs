@@ -33,6 +33,14 @@ pub struct Figures {
     pub share: f64,
     pub metered_bytes: f64,
     pub oracle_bytes: f64,
+    /// Where the metered bytes above the oracle's went: seconds with no metered budget
+    /// (heartbeats and path acks only), seconds at a coverage gap's edge (the cheap link
+    /// lit in one of this second and the last and dark in the other), and the rest; and
+    /// the metered bytes sent but not delivered.
+    pub excess_unbudgeted: f64,
+    pub excess_gap_edges: f64,
+    pub excess_other: f64,
+    pub metered_undelivered: f64,
 }
 
 /// The figures of `secs` against `capacity` (bytes per second); the first second, before
@@ -40,13 +48,24 @@ pub struct Figures {
 pub fn figures(secs: &[crate::hybrid_links::Second], capacity: &[f64]) -> Figures {
     let mut fig = Figures::default();
     let (mut fired, mut n, mut cheap, mut metered) = (0, 0, 0.0, 0.0);
-    for (s, c) in secs.iter().zip(capacity).skip(1) {
+    for (k, (s, c)) in secs.iter().zip(capacity).enumerate().skip(1) {
         n += 1;
         fired += usize::from(s.metered_budget > 0.0);
         cheap += s.cheap_delivered;
         metered += s.metered_delivered;
         fig.metered_bytes += s.metered_sent;
-        fig.oracle_bytes += (s.cheap_delivered + s.metered_delivered - c).max(0.0);
+        let oracle = (s.cheap_delivered + s.metered_delivered - c).max(0.0);
+        fig.oracle_bytes += oracle;
+        let excess = s.metered_sent - oracle;
+        let edge = (capacity[k - 1] > 0.0) != (*c > 0.0);
+        if s.metered_budget <= 0.0 {
+            fig.excess_unbudgeted += excess;
+        } else if edge {
+            fig.excess_gap_edges += excess;
+        } else {
+            fig.excess_other += excess;
+        }
+        fig.metered_undelivered += s.metered_sent - s.metered_delivered;
     }
     fig.fired = fired as f64 / n.max(1) as f64;
     fig.share = metered / (cheap + metered).max(1.0);
@@ -103,6 +122,12 @@ impl Bench for OsctpTable1 {
                 "metered_share": fig.share, "paper_metered_share": t.3,
                 "metered_bytes": fig.metered_bytes, "oracle_bytes": fig.oracle_bytes,
                 "over_oracle": ratio,
+                "excess_bytes": {
+                    "unbudgeted_seconds": fig.excess_unbudgeted,
+                    "gap_edges": fig.excess_gap_edges,
+                    "other": fig.excess_other,
+                },
+                "metered_undelivered_bytes": fig.metered_undelivered,
             }));
         }
         let notes = vec![

@@ -23,6 +23,8 @@ pub enum Radio {
 pub struct RecordedLink {
     /// The collection it came from (`traces/`, or a folder of the shared collection).
     pub source: String,
+    /// The file's name.
+    pub name: String,
     pub radio: Radio,
     /// Delivery opportunities of 1500 bytes, ms.
     pub opportunities_ms: Vec<u64>,
@@ -141,6 +143,8 @@ pub fn load(quick: bool) -> (Vec<RecordedLink>, Vec<String>) {
         match convert_file(&path, &ConvertOptions::default()) {
             Ok(c) => links.push(RecordedLink {
                 source,
+                name: (path.file_name())
+                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
                 radio,
                 opportunities_ms: c.opportunities_ms,
                 duration_ms: c.duration_ms,
@@ -166,6 +170,7 @@ mod tests {
     fn rates_count_opportunities_per_whole_interval() {
         let link = RecordedLink {
             source: "test".into(),
+            name: "test".into(),
             radio: Radio::Wifi,
             // 2 in the first second, 1 in the second, the partial third second dropped.
             opportunities_ms: vec![1, 1000, 1500, 2100, 2500],

@@ -37,12 +37,13 @@ pub struct ClassConfig {
     /// How its losses are masked; the session's method when absent.
     #[serde(default)]
     pub loss_recovery: Option<LossRecoveryKind>,
-    /// The rate it wants, Mbit/s, where metered paths are configured: added to the
-    /// session's target ([`crate::metered::MeteringSection`]).
+    /// The rate it wants, Mbit/s, where metered paths are configured: the class's own
+    /// budget on them, and added to the session's target
+    /// ([`crate::metered::MeteringSection::class_utilities`]).
     #[serde(default)]
     pub target_mbps: Option<f64>,
-    /// What its rate is worth (`log`, `threshold`, `linear`), when `[engine.metering]`
-    /// sets no target.
+    /// What its rate is worth (`log`, `threshold`, `linear`); without a target, `linear`
+    /// takes all the metered paths give and anything else only what is cheap.
     #[serde(default)]
     pub utility: Option<crate::metered::UtilityKind>,
     /// How its TCP connections cross: inside the packet tunnel (the default) or split at

@@ -1003,6 +1003,8 @@ impl RecoveredSink for Accept<'_> {
 }
 
 #[cfg(test)]
+mod metering_tests;
+#[cfg(test)]
 mod sched_tests;
 #[cfg(test)]
 mod tests;

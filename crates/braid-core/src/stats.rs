@@ -9,8 +9,11 @@ use crate::PathId;
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct PathStats {
     pub id: PathId,
-    /// Schedulers may use it (we hear it, the peer hears it, the loss guard allows it).
+    /// It works both ways and the loss guard allows it (we hear it, the peer hears it).
     pub usable: bool,
+    /// Metered, and held from data by its budget or by a cheap path with room: it still
+    /// carries heartbeats, reports and acks (`session/metering.rs`).
+    pub metered_hold: bool,
     /// Set aside by the loss guard.
     pub loss_guarded: bool,
     /// Times the path was declared failed because its acknowledgements stalled while
@@ -63,6 +66,10 @@ pub struct SessionStats {
     pub sent_bytes: u64,
     /// Inner packets refused by `send` because the send queue was full.
     pub send_queue_drops: u64,
+    /// Inner packets dropped at the head of the send queue because their traffic class's
+    /// own metered budget was spent and no cheap path could take them: held, they would
+    /// have blocked every class behind them (`session/metering.rs`).
+    pub class_budget_drops: u64,
     /// Inner packets refused by `send` because they exceed `max_packet_size`.
     pub oversize_drops: u64,
     /// Inner packets handed out by `poll_deliver`.

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 pub struct PathStatus {
     pub id: u8,
     pub name: String,
-    /// `up` (usable), `down` (nothing heard), `no-link` (interface missing or down),
+    /// `up` (works both ways; a metered path its budget holds from data is up too), `down` (nothing heard), `no-link` (interface missing or down),
     /// `guarded` (set aside by the loss guard), `one-way` (we hear it, the peer does not).
     pub state: String,
     /// Where its datagrams go (the server) or come from (a gateway).

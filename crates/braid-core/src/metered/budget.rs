@@ -27,6 +27,17 @@ impl IntervalBudget {
         })
     }
 
+    /// The budget re-planned part way through its interval: what was spent stays spent,
+    /// and `rate_bps` is allowed for the `rest_s` seconds left.
+    pub fn replanned(&self, rate_bps: f64, rest_s: f64) -> IntervalBudget {
+        IntervalBudget {
+            allowance: self
+                .spent
+                .saturating_add(IntervalBudget::for_rate(rate_bps, rest_s).allowance),
+            spent: self.spent,
+        }
+    }
+
     /// Whether a datagram of `bytes` fits in what is left.
     pub fn may_send(&self, bytes: u64) -> bool {
         self.spent.saturating_add(bytes) <= self.allowance
@@ -67,5 +78,9 @@ mod tests {
         assert_eq!(b.remaining(), 500);
         assert!(b.may_send(500));
         assert!(!IntervalBudget::for_rate(f64::NAN, 1.0).may_send(1));
+        // Re-planned half way at 800 kbit/s: what was spent, and 50 kB more.
+        let r = b.replanned(800e3, 0.5);
+        assert_eq!((r.spent(), r.allowance()), (49_500, 99_500));
+        assert_eq!(IntervalBudget::new(10).replanned(0.0, 1.0).allowance(), 0);
     }
 }

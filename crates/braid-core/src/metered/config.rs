@@ -28,6 +28,11 @@ pub struct MeteringConfig {
     /// A gateway tells the server its metered paths (the Hello's metering option), and a
     /// server without metering of its own budgets its sends on them with the same model.
     pub announce: bool,
+    /// Each traffic class's own utility, by class index (0 the traffic no class matches,
+    /// `i + 1` the session's `classes[i]`), where some class sets a target or a utility:
+    /// each class then gets its own budget on the metered paths, within the session's
+    /// ([`MeteringSection::class_utilities`]). Empty: one budget for all the traffic.
+    pub classes: Vec<Utility>,
 }
 
 impl Default for MeteringConfig {
@@ -39,6 +44,7 @@ impl Default for MeteringConfig {
             paths: Vec::new(),
             record_intervals: false,
             announce: false,
+            classes: Vec::new(),
         }
     }
 }
@@ -89,6 +95,7 @@ impl MeteringConfig {
             return Err(ModelError::Interval);
         }
         self.utility.validate()?;
+        self.classes.iter().try_for_each(Utility::validate)?;
         self.predictor.validate()?;
         self.paths.iter().try_for_each(|p| p.cost.validate())
     }
@@ -184,7 +191,45 @@ impl MeteringSection {
         }
         c.record_intervals = s.record_intervals;
         c.announce = s.announce;
+        c.classes = MeteringSection::class_utilities(section, classes, paths);
         Some(c)
+    }
+
+    /// Each class's utility (issue 20: "a video call wants 2 Mbit/s and no more; a
+    /// download wants what is cheap"), by class index, when some class sets a target or a
+    /// utility; empty otherwise. A class with a target values it as the session's target
+    /// would be (`log` by default: Strategy 1 at the target); `linear` without a target
+    /// takes all the metered links give; a class with neither wants only what is cheap
+    /// and gets no metered budget. The unmatched traffic (class 0) has the session's
+    /// target, if `[engine.metering]` sets one, and otherwise wants what is cheap.
+    pub fn class_utilities(
+        section: Option<&MeteringSection>,
+        classes: &[crate::class::ClassConfig],
+        paths: &[MeteredSettings],
+    ) -> Vec<Utility> {
+        if classes
+            .iter()
+            .all(|c| c.target_mbps.is_none() && c.utility.is_none())
+        {
+            return Vec::new();
+        }
+        let of = |target_mbps: Option<f64>, kind: Option<UtilityKind>| match (target_mbps, kind) {
+            (None, Some(UtilityKind::Linear)) | (Some(_), _) => {
+                MeteringConfig::from_settings(
+                    target_mbps.map(|m| m * 1e6),
+                    kind.unwrap_or_default(),
+                    paths,
+                )
+                .utility
+            }
+            (None, _) => Utility::Linear { weight: 0.0 },
+        };
+        let unmatched = section
+            .and_then(|s| s.target_mbps.map(|t| of(Some(t), Some(s.utility))))
+            .unwrap_or(Utility::Linear { weight: 0.0 });
+        std::iter::once(unmatched)
+            .chain(classes.iter().map(|c| of(c.target_mbps, c.utility)))
+            .collect()
     }
 }
 
@@ -234,6 +279,56 @@ impl MeteringConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn class(target_mbps: Option<f64>, utility: Option<UtilityKind>) -> crate::class::ClassConfig {
+        crate::class::ClassConfig {
+            name: "c".into(),
+            matcher: Default::default(),
+            scheduler: Default::default(),
+            loss_recovery: None,
+            target_mbps,
+            utility,
+            transport: Default::default(),
+        }
+    }
+
+    #[test]
+    fn each_class_gets_its_own_utility_where_one_sets_a_target() {
+        let p = MeteredSettings {
+            id: 1,
+            cost_per_gb: 8.0,
+            cap: None,
+        };
+        // No class sets anything: one budget for all.
+        let plain = [class(None, None)];
+        assert!(MeteringSection::class_utilities(None, &plain, &[p]).is_empty());
+        let c = MeteringSection::config(None, &plain, &[p]).unwrap();
+        assert!(c.classes.is_empty());
+        // A video call at 2 Mbit/s and no more, a download that wants what is cheap, and a
+        // class that takes all the metered links give.
+        let classes = [
+            class(Some(2.0), Some(UtilityKind::Threshold)),
+            class(None, None),
+            class(None, Some(UtilityKind::Linear)),
+        ];
+        let u = MeteringSection::class_utilities(None, &classes, &[p]);
+        assert_eq!(u.len(), 4);
+        let price = 8.0 / 1e9 / 8.0;
+        assert_eq!(u[0].demand(price), 0.0, "unmatched traffic: {:?}", u[0]);
+        assert_eq!(u[1].demand(price), 2e6);
+        assert_eq!(u[2].demand(price), 0.0);
+        assert_eq!(u[3].demand(price), f64::INFINITY);
+        // The unmatched traffic takes the session's target.
+        let section = MeteringSection {
+            target_mbps: Some(0.5),
+            ..MeteringSection::default()
+        };
+        let u = MeteringSection::class_utilities(Some(&section), &classes, &[p]);
+        assert!((u[0].demand(price) - 0.5e6).abs() < 1e-3, "{:?}", u[0]);
+        let c = MeteringSection::config(Some(&section), &classes, &[p]).unwrap();
+        assert_eq!(c.classes, u);
+        assert!(c.validate().is_ok());
+    }
 
     #[test]
     fn a_target_with_a_price_is_strategy_1() {

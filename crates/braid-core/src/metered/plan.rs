@@ -29,6 +29,9 @@ struct Planned {
     budget: IntervalBudget,
     /// The rate the optimizer set for this interval, bit/s.
     planned_bps: f64,
+    /// A cheap path's rate as seen part way through the interval, where it contradicts
+    /// the prediction ([`Planner::replan`]); cleared when the interval closes.
+    seen_bps: Option<f64>,
 }
 
 /// Budgets per scheduling interval for the metered paths of one session.
@@ -64,6 +67,7 @@ impl Planner {
                     delivered: 0,
                     budget: IntervalBudget::default(),
                     planned_bps: 0.0,
+                    seen_bps: None,
                 })
             })
             .collect::<Result<Vec<_>, ModelError>>()?;
@@ -138,7 +142,31 @@ impl Planner {
                 p.predictor.observe(p.delivered as f64 * 8.0 / elapsed);
             }
             p.delivered = 0;
+            p.seen_bps = None;
+            p.budget = IntervalBudget::default();
         }
+        self.started = now;
+        self.plan_rest(now, metered_capacity_bps);
+        true
+    }
+
+    /// Re-plans the rest of the current interval at `now`, where a cheap path is seen to
+    /// carry other than predicted: `seen_bps[j]` for cheap path `j` (0 for one found
+    /// down, its rate for one that came back), `None` to keep the prediction. What a
+    /// metered path has spent stays spent; the rest of the interval gets the new rate.
+    /// The prediction can only know a coverage gap's edge an interval late; this is the
+    /// feedback within the interval that catches it (`osctp-table1`).
+    pub fn replan(&mut self, now: Instant, seen_bps: &[Option<f64>], metered_capacity_bps: &[f64]) {
+        for (j, p) in self.paths.iter_mut().enumerate() {
+            if !p.model.metered {
+                p.seen_bps = seen_bps.get(j).copied().flatten();
+            }
+        }
+        self.plan_rest(now, metered_capacity_bps);
+    }
+
+    /// Sets each path's rate from the model for the rest of the interval.
+    fn plan_rest(&mut self, now: Instant, metered_capacity_bps: &[f64]) {
         let offers: Vec<PathOffer<'_>> = self
             .paths
             .iter()
@@ -147,19 +175,20 @@ impl Planner {
                 capacity_bps: if p.model.metered {
                     metered_capacity_bps.get(j).copied().unwrap_or(0.0)
                 } else {
-                    p.predictor.predict().unwrap_or(0.0)
+                    p.seen_bps.or_else(|| p.predictor.predict()).unwrap_or(0.0)
                 },
                 cost: &p.model.cost,
             })
             .collect();
         let rates = optimize(&self.utility, &offers);
-        let interval_s = self.interval.as_secs_f64();
+        let rest_s = self
+            .poll_timeout()
+            .saturating_duration_since(now)
+            .as_secs_f64();
         for (p, rate) in self.paths.iter_mut().zip(rates) {
             p.planned_bps = rate;
-            p.budget = IntervalBudget::for_rate(rate, interval_s);
+            p.budget = p.budget.replanned(rate, rest_s);
         }
-        self.started = now;
-        true
     }
 }
 
@@ -214,6 +243,36 @@ mod tests {
         // The cheap path went dark: all the metered path can carry, up to the target.
         p.handle_timeout(Instant::from_millis(3000), &[0.0, 700e3]);
         assert_eq!(p.planned_bps(1), Some(700e3));
+    }
+
+    #[test]
+    fn a_replan_part_way_gives_the_rest_of_the_interval_the_new_rate() {
+        let mut p = planner();
+        // A dark second: the metered path gets its whole capacity (700 kbit/s).
+        p.handle_timeout(Instant::from_millis(1000), &[0.0, 700e3]);
+        assert_eq!(p.budget(1).unwrap().allowance(), 87_500);
+        p.on_sent(1, 30_000);
+        // 400 ms in, the cheap path is back at 2 Mbit/s: nothing more on the metered one.
+        p.replan(
+            Instant::from_millis(1400),
+            &[Some(2e6), None],
+            &[0.0, 700e3],
+        );
+        let b = p.budget(1).unwrap();
+        assert_eq!((b.spent(), b.allowance()), (30_000, 30_000));
+        assert!(!p.may_send(1, 1));
+        // Back at 500 kbit/s instead: 400 kbit/s for the 0.6 s left.
+        p.replan(
+            Instant::from_millis(1400),
+            &[Some(500e3), None],
+            &[0.0, 700e3],
+        );
+        assert_eq!(p.budget(1).unwrap().allowance(), 30_000 + 30_000);
+        // The next interval forgets what was seen and goes by the prediction again (the
+        // cheap path delivered nothing in the last one).
+        p.handle_timeout(Instant::from_millis(2000), &[0.0, 700e3]);
+        assert_eq!(p.budget(1).unwrap().allowance(), 87_500);
+        assert_eq!(p.budget(1).unwrap().spent(), 0);
     }
 
     #[test]

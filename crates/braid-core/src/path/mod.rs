@@ -948,7 +948,10 @@ impl Path {
     pub(crate) fn stats(&self, now: Instant) -> PathStats {
         PathStats {
             id: self.id,
-            usable: self.is_usable(),
+            // A metered path held by its budget still works both ways: it is up, and
+            // `metered_hold` says why it carries no data.
+            usable: self.is_live() && !self.tx.loss_guarded,
+            metered_hold: self.tx.metered_hold,
             loss_guarded: self.tx.loss_guarded,
             tx_stalls: self.tx.liveness.stalls(),
             tx_revivals: self.tx.liveness.revivals(),

@@ -26,18 +26,28 @@ fn usable(paths: &[Path], id: crate::PathId) -> bool {
     paths.iter().any(|p| p.id() == id && p.is_usable())
 }
 
-fn live(paths: &[Path], id: crate::PathId) -> bool {
-    paths.iter().any(|p| p.id() == id && p.is_live())
+/// Live and not held by a metered budget (a held path would only make the packet wait;
+/// `session/metering.rs`).
+fn open(p: &Path) -> bool {
+    p.is_live() && !p.is_metered_hold()
 }
 
-/// Positions of the live paths, or of all paths when none is live: MinConnPath's candidates,
-/// loss-guarded or not.
+fn live(paths: &[Path], id: crate::PathId) -> bool {
+    paths.iter().any(|p| p.id() == id && open(p))
+}
+
+/// Positions of the open paths, else of the live ones, else of all: MinConnPath's
+/// candidates, loss-guarded or not.
 fn live_candidates(paths: &[Path]) -> impl Iterator<Item = (usize, &Path)> {
+    let any_open = paths.iter().any(open);
     let any_live = paths.iter().any(Path::is_live);
-    paths
-        .iter()
-        .enumerate()
-        .filter(move |(_, p)| !any_live || p.is_live())
+    paths.iter().enumerate().filter(move |(_, p)| {
+        if any_open {
+            open(p)
+        } else {
+            !any_live || p.is_live()
+        }
+    })
 }
 
 /// The candidate with the fewest datagrams in flight.
@@ -138,6 +148,26 @@ mod tests {
             retransmission: false,
             packets: 1,
         }
+    }
+
+    #[test]
+    fn min_conn_path_moves_off_a_metered_path_its_budget_holds() {
+        let mut ps = paths(&[
+            PathSpec::new(0, 1_000_000).delay_ms(75),
+            PathSpec::new(1, 1_000_000).delay_ms(20),
+        ]);
+        ps[1].set_metered_hold(true);
+        let mut s = MinConnPath;
+        let mut m = meta(0);
+        m.flow = Some(flow(None, None, 0));
+        m.active_flows = &[3, 0];
+        assert_eq!(s.select(T0, &m, &ps), Choice::Path(0));
+        // A flow pinned to the held path goes to the open one rather than wait.
+        m.flow = Some(flow(Some(1), None, 0));
+        assert_eq!(s.select(T0, &m, &ps), Choice::Path(0));
+        // Nothing open: the live paths, held or not (the session makes the packet wait).
+        ps[0].set_metered_hold(true);
+        assert_eq!(s.select(T0, &m, &ps), Choice::Path(1));
     }
 
     #[test]

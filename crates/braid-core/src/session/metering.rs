@@ -39,12 +39,65 @@ struct Meter {
     cap: Option<(u64, Instant)>,
     /// Held with the budget spent since.
     held_since: Option<Instant>,
+    /// A cheap path's state where it contradicts its prediction, as last planned with.
+    seen: Seen,
+    /// Held by the session's budget or cap (a class's own budget may hold it too).
+    hold: bool,
     stats: MeteredStats,
+}
+
+/// What a cheap path is seen to do now, against its prediction for the interval.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Seen {
+    /// As predicted (or nothing to go on).
+    Predicted,
+    /// Down, though predicted to carry something: it carries nothing for now.
+    Down,
+    /// Up, though predicted dark: it carries what its capacity estimate says.
+    Back(f64),
+}
+
+impl Seen {
+    /// What `p`, a cheap path predicted to carry `predicted` bit/s, carries now. A path
+    /// that came back mid-interval is judged by its capacity estimate, the engine's own
+    /// measure of it (learned before the gap, and from packet trains since).
+    fn of(p: &Path, predicted: Option<f64>) -> Seen {
+        let predicted = predicted.unwrap_or(0.0);
+        let capacity = p.capacity_bps() as f64;
+        if !p.is_live() {
+            if predicted > 0.0 {
+                Seen::Down
+            } else {
+                Seen::Predicted
+            }
+        } else if predicted <= 0.0 && capacity > 0.0 {
+            Seen::Back(capacity)
+        } else {
+            Seen::Predicted
+        }
+    }
+
+    fn bps(self) -> Option<f64> {
+        match self {
+            Seen::Predicted => None,
+            Seen::Down => Some(0.0),
+            Seen::Back(bps) => Some(bps),
+        }
+    }
+
+    /// Whether the two call for different plans (a capacity estimate's drift does not).
+    fn differs(self, other: Seen) -> bool {
+        std::mem::discriminant(&self) != std::mem::discriminant(&other)
+    }
 }
 
 /// The metering of one session.
 pub(super) struct Metering {
     planner: Planner,
+    /// Each traffic class's own budgets, by class index, where classes have them
+    /// ([`MeteringConfig::classes`]): a class sends on a metered path only within both its
+    /// own budget and the session's. Fed the bytes each class sends on each path.
+    classes: Vec<Planner>,
     interval: Duration,
     created: Instant,
     interval_start: Instant,
@@ -69,7 +122,7 @@ impl Metering {
     ) -> Result<Metering, ConfigError> {
         let invalid = |e: crate::metered::ModelError| ConfigError::Metering(e.to_string());
         config.validate().map_err(invalid)?;
-        let models = paths
+        let models: Vec<PathModel> = paths
             .iter()
             .map(|p| match config.path(p.id()) {
                 Some(m) => PathModel {
@@ -82,6 +135,10 @@ impl Metering {
                 },
             })
             .collect();
+        let classes = (config.classes.iter())
+            .map(|u| Planner::new(now, config.interval, *u, config.predictor, models.clone()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(invalid)?;
         let planner = Planner::new(
             now,
             config.interval,
@@ -105,6 +162,8 @@ impl Metering {
                         .and_then(|m| m.cap)
                         .map(|c| (c.remaining_bytes, now + c.period_left)),
                     held_since: None,
+                    seen: Seen::Predicted,
+                    hold: false,
                     stats: MeteredStats {
                         id: p.id(),
                         cap_remaining_bytes: m.and_then(|m| m.cap).map(|c| c.remaining_bytes),
@@ -115,6 +174,7 @@ impl Metering {
             .collect();
         Ok(Metering {
             planner,
+            classes,
             interval: config.interval,
             created: now,
             interval_start: now,
@@ -161,6 +221,15 @@ impl Metering {
             self.close_interval(now, paths);
             changed = true;
         }
+        self.replan_if_seen_otherwise(now, paths);
+        // The metered paths carry only what the cheap ones cannot: while a usable cheap
+        // path has room in its window, they are held, whatever their budget. Without it a
+        // scheduler that judges a cheap path by a capacity estimate learned in a slow
+        // stretch spends the budget on the metered path while the cheap one, recovered,
+        // sits idle (osctp-table1: 1.062 of the oracle without, most of the excess in
+        // lit seconds with room on the cheap link).
+        let cheap_has_room = (self.meters.iter().zip(paths.iter()))
+            .any(|(m, p)| !m.metered && p.is_usable() && !p.window_full(now));
         for (i, (m, p)) in self.meters.iter_mut().zip(paths.iter_mut()).enumerate() {
             if !m.metered {
                 continue;
@@ -175,18 +244,111 @@ impl Metering {
             // Only whole datagrams within the budget: a metered byte past it is one the
             // model did not buy (osctp-table1: 1.079 of the oracle with one datagram of
             // slack per interval).
-            let hold = cap_spent || !self.planner.may_send(i, self.max_datagram);
+            let throttled = cap_spent || !self.planner.may_send(i, self.max_datagram);
+            let hold = throttled || cheap_has_room;
+            m.hold = hold;
             if hold != p.is_metered_hold() {
                 p.set_metered_hold(hold);
                 changed = true;
             }
-            if hold {
+            // Throttled time is the budget's or the cap's, not the cheap path's turn.
+            if throttled {
                 m.held_since.get_or_insert(now);
             } else if let Some(since) = m.held_since.take() {
                 m.stats.throttled_ms += now.saturating_duration_since(since).as_secs_f64() * 1e3;
             }
         }
         changed
+    }
+
+    /// Re-plans the rest of the interval when a cheap path is seen down though predicted
+    /// up, or up though predicted dark (a coverage gap's edges, which the last interval's
+    /// rate only learns an interval late), or back to what was predicted.
+    fn replan_if_seen_otherwise(&mut self, now: Instant, paths: &[Path]) {
+        let mut differs = false;
+        let mut seen = Vec::with_capacity(paths.len());
+        for (i, (m, p)) in self.meters.iter_mut().zip(paths).enumerate() {
+            if m.metered {
+                seen.push(None);
+                continue;
+            }
+            let s = Seen::of(p, self.planner.predicted_bps(i));
+            differs |= s.differs(m.seen);
+            m.seen = s;
+            seen.push(s.bps());
+        }
+        if differs {
+            let capacity = self.metered_capacity(now, paths);
+            self.planner.replan(now, &seen, &capacity);
+            for c in &mut self.classes {
+                c.replan(now, &seen, &capacity);
+            }
+        }
+    }
+
+    /// Whether traffic class `class` may send a datagram on path position `pi` within its
+    /// own budget (always where classes have none).
+    pub(super) fn class_may_send(&self, class: usize, pi: usize) -> bool {
+        (self.classes.get(class)).is_none_or(|p| p.may_send(pi, self.max_datagram))
+    }
+
+    /// Whether `class`'s own budget alone leaves it no usable path: some path is usable,
+    /// but every usable one is metered with the class's budget spent.
+    pub(super) fn class_blocked(&self, class: usize, paths: &[Path]) -> bool {
+        !self.classes.is_empty()
+            && paths.iter().any(Path::is_usable)
+            && !(paths.iter().enumerate())
+                .any(|(i, p)| p.is_usable() && self.class_may_send(class, i))
+    }
+
+    /// Holds, for a scheduler of `class` to choose among, each metered path that the
+    /// session's budget holds or the class's own; [`Self::restore_holds`] undoes it.
+    pub(super) fn hold_for_class(&self, class: usize, paths: &mut [Path]) {
+        if self.classes.is_empty() {
+            return;
+        }
+        for (i, (m, p)) in self.meters.iter().zip(paths.iter_mut()).enumerate() {
+            if m.metered {
+                p.set_metered_hold(m.hold || !self.class_may_send(class, i));
+            }
+        }
+    }
+
+    /// Puts back the session's holds after [`Self::hold_for_class`].
+    pub(super) fn restore_holds(&self, paths: &mut [Path]) {
+        if self.classes.is_empty() {
+            return;
+        }
+        for (m, p) in self.meters.iter().zip(paths.iter_mut()) {
+            if m.metered {
+                p.set_metered_hold(m.hold);
+            }
+        }
+    }
+
+    /// Counts `bytes` that traffic class `class` sent on path position `pi`: against its
+    /// budget on a metered path, as its rate on a cheap one.
+    pub(super) fn on_class_sent(&mut self, class: usize, pi: usize, bytes: u64) {
+        if let Some(c) = self.classes.get_mut(class) {
+            c.on_sent(pi, bytes);
+            c.on_delivered(pi, bytes);
+        }
+    }
+
+    /// What each metered path could carry for the model: its capacity estimate, paced by
+    /// its cap (what is left over the time left, at least one interval, less what the
+    /// heartbeats will take until the period ends).
+    fn metered_capacity(&self, now: Instant, paths: &[Path]) -> Vec<f64> {
+        (self.meters.iter().zip(paths))
+            .map(|(m, p)| {
+                let pace = m.cap.map_or(f64::INFINITY, |(left, ends)| {
+                    let t = ends.saturating_duration_since(now).max(self.interval);
+                    let t = t.as_secs_f64();
+                    (left as f64 - self.control_bytes_per_s * t).max(0.0) * 8.0 / t
+                });
+                (p.capacity_bps() as f64).min(pace)
+            })
+            .collect()
     }
 
     /// Ends the interval: logs it, then plans the next.
@@ -198,7 +360,7 @@ impl Metering {
             .interval_start
             .saturating_duration_since(self.created)
             .as_secs_f64();
-        let mut capacity = Vec::with_capacity(paths.len());
+        let capacity = self.metered_capacity(now, paths);
         for (i, (m, p)) in self.meters.iter_mut().zip(paths).enumerate() {
             if self.record {
                 if self.log.len() >= MAX_RECORDS {
@@ -220,16 +382,12 @@ impl Metering {
             }
             m.interval_sent = 0;
             m.interval_acked = 0;
-            // A cap is paced: what is left over the time left (at least one interval), less
-            // what the heartbeats will take until the period ends.
-            let pace = m.cap.map_or(f64::INFINITY, |(left, ends)| {
-                let t = ends.saturating_duration_since(now).max(self.interval);
-                let t = t.as_secs_f64();
-                (left as f64 - self.control_bytes_per_s * t).max(0.0) * 8.0 / t
-            });
-            capacity.push((p.capacity_bps() as f64).min(pace));
+            m.seen = Seen::Predicted;
         }
         self.planner.handle_timeout(now, &capacity);
+        for c in &mut self.classes {
+            c.handle_timeout(now, &capacity);
+        }
         self.interval_start = now;
         for (i, m) in self.meters.iter_mut().enumerate() {
             if m.metered {

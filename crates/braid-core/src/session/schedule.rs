@@ -163,7 +163,29 @@ impl Session {
             active_flows: &sch.active,
             backlog: self.send_queue.len(),
         };
+        // A class whose own metered budget alone leaves it no usable path: waiting would
+        // block every class behind it in the one send queue, so its packet is dropped, as
+        // by a full queue (the class is policed at its budget), and the next one is tried
+        // at once. (A resend with its sequence fixed leaves a hole the peer's hole timeout
+        // closes, as a loss would.)
+        let blocked = (self.metering.as_ref()).is_some_and(|m| m.class_blocked(class, &self.paths));
+        if blocked {
+            sch.retry_at = Some(now);
+            sch.backlog_full = false;
+            if let Some((_, packet)) = self.send_queue.pop_front() {
+                self.recycle(packet);
+                self.stats.class_budget_drops += 1;
+            }
+            return None;
+        }
+        // A class with a metered budget of its own sees its paths held by it.
+        if let Some(m) = &self.metering {
+            m.hold_for_class(class, &mut self.paths);
+        }
         let choice = scheduler.select(now, &meta, &self.paths);
+        if let Some(m) = &self.metering {
+            m.restore_holds(&mut self.paths);
+        }
         sch.retry_at = None;
         sch.backlog_full = false;
         let (pi, redundant) = match choice {
@@ -180,13 +202,21 @@ impl Session {
             }
             Choice::Path(id) => (self.index[usize::from(id)].map(usize::from)?, false),
             Choice::Redundant => {
-                let first = live_positions(&self.paths).next()?;
+                // The original on the first live path that a metered budget does not hold.
+                let held = |i: usize| {
+                    self.paths[i].is_metered_hold()
+                        || (self.metering.as_ref()).is_some_and(|m| !m.class_may_send(class, i))
+                };
+                let first = live_positions(&self.paths)
+                    .find(|&i| !held(i))
+                    .or_else(|| live_positions(&self.paths).next())?;
                 (first, true)
             }
         };
         // A metered path whose budget is spent, chosen when no other path was usable:
         // the packet waits for the next interval (`session/metering.rs`).
-        if self.paths[pi].is_metered_hold() {
+        let class_held = (self.metering.as_ref()).is_some_and(|m| !m.class_may_send(class, pi));
+        if self.paths[pi].is_metered_hold() || class_held {
             sch.retry_at = self.metering.as_ref().map(|m| m.poll_timeout());
             return None;
         }
@@ -232,12 +262,16 @@ impl Session {
             self.compressor.compress(seq, &mut packet);
         }
         let t = self.send_data(now, pi, seq, &packet, buf, unordered);
+        if let (Some(m), Some(t)) = (&mut self.metering, &t) {
+            m.on_class_sent(class, pi, t.len as u64);
+        }
         self.recovery
             .on_data_sent(now, seq, &self.paths[pi], &packet);
         if redundant {
             let scheduler = &self.scheduling.schedulers[class];
             let remaining: VecDeque<usize> = live_positions(&self.paths)
                 .filter(|&i| i != pi && !self.paths[i].is_metered_hold())
+                .filter(|&i| (self.metering.as_ref()).is_none_or(|m| m.class_may_send(class, i)))
                 .filter(|&i| scheduler.wants_copy(now, &self.paths[i]))
                 .collect();
             if !remaining.is_empty() {
