@@ -322,4 +322,31 @@ mod tests {
         let late = o.mbps_between(Duration::from_secs(6), Duration::from_secs(8));
         assert!(late > 1.5 && late < 2.0, "{late}");
     }
+
+    #[test]
+    fn the_delay_bound_keeps_the_queues_short() {
+        // Two unlike paths behind 250 ms drop-tail queues: loss-based windows fill them,
+        // the delay bound holds the mean queueing delay near its allowance.
+        let paths = vec![
+            StreamPath::symmetric(2.0, 50.0),
+            StreamPath::symmetric(1.0, 100.0),
+        ];
+        let mut run = bulk(paths, 30, 1);
+        run.sender.delay_bound = None;
+        let loss_based = run_stream(&run).unwrap();
+        run.sender.delay_bound = Some(braid_core::stream::DelayBound {
+            allowance: braid_core::stream::DELAY_BOUND_ALLOWANCE,
+        });
+        let bounded = run_stream(&run).unwrap();
+        assert!(loss_based.intact && bounded.intact);
+        assert!(bounded.sender.delay_cuts > 0);
+        for (i, (f, _)) in bounded.links.iter().enumerate() {
+            let full = loss_based.links[i].0.queue_delay_mean_ms;
+            assert!(f.queue_delay_mean_ms < 60.0, "path {i}: {f:?}");
+            assert!(full > 2.0 * f.queue_delay_mean_ms, "path {i}: {full}");
+        }
+        // and the paths stay busy
+        let late = bounded.mbps_between(Duration::from_secs(10), Duration::from_secs(30));
+        assert!(late > 0.9 * 3.0 * 1200.0 / 1240.0, "{late}");
+    }
 }

@@ -22,6 +22,74 @@ pub enum LossResponse {
     Lia,
 }
 
+/// A delay bound on a path's window (TCP Vegas's rule, Brakmo & Peterson 1994, applied
+/// as a cut): once the smoothed RTT exceeds the path's minimum RTT of the last
+/// [`DelayBound::MIN_RTT_WINDOW`] by more than `allowance`, the window falls to what the
+/// path delivers at that RTT times min RTT + allowance (cwnd x target / srtt, the delivery
+/// rate being cwnd / srtt), at most once per RTT. The loss responses stay as they are;
+/// this keeps the bottleneck queue near `allowance` instead of full, so RTTs, RTOs and a
+/// failover's resend stay short (osctp-fig11).
+#[derive(Clone, Copy, Debug)]
+pub struct DelayBound {
+    /// Queueing delay the path may hold above its minimum RTT.
+    pub allowance: std::time::Duration,
+}
+
+impl DelayBound {
+    /// How long a minimum RTT counts (BBR's 10 s window), so that a path whose base delay
+    /// grew is not cut for ever.
+    pub const MIN_RTT_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
+
+    /// The window a path may keep at `srtt` over `min_rtt`, or None if under the bound.
+    pub fn cap(
+        self,
+        cwnd: u64,
+        srtt: std::time::Duration,
+        min_rtt: std::time::Duration,
+    ) -> Option<u64> {
+        let target = min_rtt + self.allowance;
+        (srtt > target)
+            .then(|| (cwnd as f64 * target.as_secs_f64() / srtt.as_secs_f64().max(1e-6)) as u64)
+    }
+}
+
+/// A minimum over a sliding window, kept in two halves: the minimum of the current half
+/// and of the one before, so a sample older than the window to 1.5 windows is forgotten.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WindowedMin {
+    /// (start of the half, its minimum)
+    current: Option<(crate::Instant, std::time::Duration)>,
+    previous: Option<std::time::Duration>,
+}
+
+impl WindowedMin {
+    pub fn update(
+        &mut self,
+        now: crate::Instant,
+        sample: std::time::Duration,
+        window: std::time::Duration,
+    ) {
+        match self.current {
+            Some((start, min)) if now.saturating_duration_since(start) < window / 2 => {
+                self.current = Some((start, min.min(sample)));
+            }
+            Some((_, min)) => {
+                self.previous = Some(min);
+                self.current = Some((now, sample));
+            }
+            None => self.current = Some((now, sample)),
+        }
+    }
+
+    pub fn get(&self) -> Option<std::time::Duration> {
+        let cur = self.current.map(|c| c.1);
+        match (cur, self.previous) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
 /// One path's window state, bytes.
 #[derive(Clone, Copy, Debug)]
 pub struct Window {
@@ -106,6 +174,17 @@ impl Window {
         self.ssthresh = self.ssthresh.max(ssthresh);
     }
 
+    /// The delay bound's cut ([`DelayBound`]): the window falls to `cap` (at least 4 MTU)
+    /// and slow start ends there, as TCP Vegas leaves slow start at its expected rate.
+    pub fn cap(&mut self, cap: u64) {
+        let cap = cap.max(4 * self.mtu);
+        if self.cwnd > cap {
+            self.cwnd = cap;
+            self.credit = 0.0;
+        }
+        self.ssthresh = self.ssthresh.min(self.cwnd);
+    }
+
     /// RFC 4960 §7.2.3: a T3-rtx expiry leaves one MTU.
     pub fn on_timeout(&mut self) {
         self.ssthresh = (self.cwnd / 2).max(4 * self.mtu);
@@ -146,6 +225,41 @@ mod tests {
         assert!(w.cwnd() > 5800 && w.cwnd() < 6000, "{}", w.cwnd());
         w.on_timeout();
         assert_eq!(w.cwnd(), 1000);
+    }
+
+    #[test]
+    fn delay_bound_cuts_to_the_target_rtt() {
+        use std::time::Duration;
+        let ms = Duration::from_millis;
+        let b = DelayBound { allowance: ms(20) };
+        // 100 ms base, 20 ms allowed: at 120 ms nothing, at 240 ms the window halves.
+        assert_eq!(b.cap(48_000, ms(120), ms(100)), None);
+        assert_eq!(b.cap(48_000, ms(240), ms(100)), Some(24_000));
+        let mut w = Window::new(1000);
+        for _ in 0..40 {
+            w.on_ack(1000, None);
+        }
+        assert_eq!(w.cwnd(), 44_000);
+        w.cap(24_000);
+        // slow start ends at the cap; the floor is 4 MTU
+        assert_eq!((w.cwnd(), w.ssthresh()), (24_000, 24_000));
+        w.cap(100);
+        assert_eq!(w.cwnd(), 4000);
+    }
+
+    #[test]
+    fn windowed_min_forgets_old_samples() {
+        use std::time::Duration;
+        let ms = Duration::from_millis;
+        let at = |s: u64| crate::Instant::from_micros(s * 1_000_000);
+        let mut m = WindowedMin::default();
+        m.update(at(0), ms(50), Duration::from_secs(10));
+        m.update(at(3), ms(80), Duration::from_secs(10));
+        assert_eq!(m.get(), Some(ms(50)));
+        m.update(at(6), ms(90), Duration::from_secs(10));
+        assert_eq!(m.get(), Some(ms(50)));
+        m.update(at(12), ms(95), Duration::from_secs(10));
+        assert_eq!(m.get(), Some(ms(90)));
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub(crate) mod link;
 #[cfg(test)]
 mod tests;
 
-pub use congestion::LossResponse;
+pub use congestion::{DelayBound, LossResponse};
 pub use path::Failover;
 pub use receiver::{AckPath, ReceiverConfig, ReceiverStats, StreamReceiver};
 pub use rto::RtoParams;
@@ -91,7 +91,17 @@ pub struct StreamConfig {
     /// SACKs in turn over the paths: 5g-static+lte-walk (its 5G path out for the first
     /// 7 s) 0.655 -> 0.920; with the latest path's SACKs the mpw sets fall (0.75 -> 0.69).
     pub fast_revival: bool,
+    /// A delay bound on each path's window ([`DelayBound`], TCP Vegas's cut): the
+    /// bottleneck queue is kept near the allowance instead of filled by the loss-based
+    /// window, which shortens the RTO and a failover's resend (osctp-fig11). None: the
+    /// windows are loss-based alone, as in oSCTP: the default, since with a 30 ms
+    /// allowance fig11 gains (740 -> 440 ms) but trace-stream and fig7 lose
+    /// (docs/benchmarks.md).
+    pub delay_bound: Option<DelayBound>,
 }
+
+/// The delay bound's default allowance: the queueing delay a path may hold.
+pub const DELAY_BOUND_ALLOWANCE: std::time::Duration = std::time::Duration::from_millis(30);
 
 impl Default for StreamConfig {
     fn default() -> Self {
@@ -107,6 +117,7 @@ impl Default for StreamConfig {
             initial_peer_rwnd: 1 << 20,
             random_loss: false,
             fast_revival: false,
+            delay_bound: None,
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::congestion::Window;
+use super::congestion::{DelayBound, Window, WindowedMin};
 use super::rto::{RtoEstimator, RtoParams};
 use crate::Instant;
 
@@ -64,6 +64,10 @@ pub struct SenderPath {
     pub undo: Option<(Window, RtoEstimator)>,
     /// The window before the T3 expiries that failed the path.
     pub before_failure: Option<Window>,
+    /// Minimum RTT over [`DelayBound::MIN_RTT_WINDOW`], and the psn from which the next
+    /// delay cut may come (one per RTT), for [`super::StreamConfig::delay_bound`].
+    pub windowed_min_rtt: WindowedMin,
+    pub delay_cut_psn: u64,
 }
 
 impl SenderPath {
@@ -83,6 +87,8 @@ impl SenderPath {
             latest_rtt: Duration::ZERO,
             undo: None,
             before_failure: None,
+            windowed_min_rtt: WindowedMin::default(),
+            delay_cut_psn: 0,
         }
     }
 
@@ -91,6 +97,24 @@ impl SenderPath {
         self.rto.on_sample(rtt);
         self.latest_rtt = rtt;
         self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+    }
+
+    /// The delay bound after an acknowledgement of chunks up to `max_psn`: cuts the window
+    /// if the smoothed RTT stands above the windowed minimum by more than the allowance,
+    /// once per window of data sent (the chunks in flight at a cut must come back first).
+    pub fn apply_delay_bound(&mut self, bound: DelayBound, max_psn: u64) -> bool {
+        let (Some(srtt), Some(min)) = (self.rto.srtt(), self.windowed_min_rtt.get()) else {
+            return false;
+        };
+        if max_psn < self.delay_cut_psn {
+            return false;
+        }
+        let Some(cap) = bound.cap(self.window.cwnd(), srtt, min) else {
+            return false;
+        };
+        self.window.cap(cap);
+        self.delay_cut_psn = self.next_psn;
+        true
     }
 
     /// Packets queued on the path by Veno's estimate: cwnd x (RTT - base RTT) / RTT.

@@ -32,6 +32,8 @@ pub struct SenderStats {
     /// again, so the original arrived (RFC 4015's detection, with the retransmission queue
     /// in place of timestamps).
     pub spurious_timeouts: u64,
+    /// Windows cut by [`StreamConfig::delay_bound`].
+    pub delay_cuts: u64,
 }
 
 #[derive(Debug)]
@@ -331,6 +333,11 @@ impl StreamSender {
             lowest_acked[s.path] |= lowest_before[s.path] == Some(s.psn);
             if !s.retransmitted {
                 path.on_rtt(now - s.sent_at);
+                path.windowed_min_rtt.update(
+                    now,
+                    now - s.sent_at,
+                    super::congestion::DelayBound::MIN_RTT_WINDOW,
+                );
             }
         }
         let flight: u64 = self.paths.iter().map(|p| p.flight).sum();
@@ -360,6 +367,11 @@ impl StreamSender {
             let was_full = flight_before[p] + self.config.mtu as u64 >= path.window.cwnd();
             if bytes[p] > 0 && may_advance && was_full && path.recover_psn.is_none() {
                 path.window.on_ack(bytes[p], coupling);
+            }
+            if let (Some(bound), Some(m)) = (self.config.delay_bound, max_psn) {
+                if path.failed.is_none() && path.apply_delay_bound(bound, m) {
+                    self.stats.delay_cuts += 1;
+                }
             }
             // T3-rtx (RFC 4960 §6.3.2 R2-R3).
             if path.flight == 0 {
