@@ -130,7 +130,7 @@ pub fn render(entries: &[Entry]) -> String {
         let (id, name) = anchor(e, entries);
         match &e.outcome {
             Outcome::Ran(r) => {
-                let hl = headlines(r)[0];
+                let hl = &r["headline"];
                 let cmp = if hl["higher_is_better"].as_bool() == Some(false) {
                     "≤"
                 } else {
@@ -247,7 +247,7 @@ fn strip_xml_declaration(svg: &str) -> &str {
 /// The plots of one benchmark: the headline against the paper and the goal, then the
 /// paper's own form where this page knows it, else the per-system values it finds.
 fn plots(bench: &str, r: &Value) -> Vec<anyhow::Result<String>> {
-    let hl = headlines(r)[0];
+    let hl = &r["headline"];
     let mut out = vec![headline_plot(bench, hl)];
     let refs = || {
         let mut refs = vec![Reference {

@@ -8,7 +8,7 @@ use std::fmt::Write;
 use anyhow::Context;
 use serde_json::Value;
 
-use super::all::{headlines, Entry, Outcome};
+use super::all::{Entry, Outcome};
 use super::plot::trim_number;
 
 /// The line before the generated table in the markdown file.
@@ -90,10 +90,11 @@ pub fn markdown(entries: &[Entry]) -> String {
     t
 }
 
-/// Metric, paper, goal, braid and met of a report's first headline; `beside` is the quick
-/// run's report shown after a full run's figure.
+/// Metric, paper, goal, braid and met of a report's main headline (`headline`, not the
+/// extra ones in `headlines`); `beside` is the quick run's report shown after a full
+/// run's figure.
 fn headline_cells(r: &Value, quick: bool, beside: Option<&Value>) -> String {
-    let hl = headlines(r)[0];
+    let hl = &r["headline"];
     let n = |v: &Value| v.as_f64().map_or_else(|| "-".to_owned(), trim_number);
     let cmp = if hl["higher_is_better"].as_bool() == Some(false) {
         "≤"
@@ -106,7 +107,7 @@ fn headline_cells(r: &Value, quick: bool, beside: Option<&Value>) -> String {
         None => "-",
     };
     let also = beside.map_or_else(String::new, |q| {
-        format!("; {} (quick)", n(&headlines(q)[0]["value"]))
+        format!("; {} (quick)", n(&q["headline"]["value"]))
     });
     format!(
         "| {} | {} | {cmp} {} | {}{}{also} | {met} |",

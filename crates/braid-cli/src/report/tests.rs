@@ -198,7 +198,7 @@ fn the_docs_table_lists_exactly_the_registrys_benchmarks() {
     let Outcome::Ran(r) = &saved.outcome else {
         panic!()
     };
-    let hl = all::headlines(r)[0];
+    let hl = &r["headline"];
     let fig9 = row(&saved.bench);
     assert!(fig9.contains(hl["metric"].as_str().unwrap()), "{fig9}");
     assert!(
