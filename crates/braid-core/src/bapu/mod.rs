@@ -42,6 +42,13 @@ pub type ApId = u8;
 /// session the same way without asking the gateway.
 pub type SessionId = u32;
 
+/// A 32-bit TCP sequence number as a 64-bit offset near `reference` (the nearest of its
+/// wraps), so held ranges and holes compare across a wrap.
+pub(crate) fn unwrap_seq(reference: u64, seq: u32) -> u64 {
+    let d = seq.wrapping_sub(reference as u32) as i32;
+    (reference as i64 + i64::from(d)).max(0) as u64
+}
+
 /// Most APs a session can bunch (reporters are kept in a 64-bit set).
 pub const MAX_APS: usize = 64;
 

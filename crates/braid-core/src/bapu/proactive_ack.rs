@@ -24,6 +24,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use super::report::Entry;
+use super::unwrap_seq as unwrap;
 use crate::checksum;
 use crate::flow::parse::FlowKey;
 use crate::rpc::segment::{self, tcp_sum};
@@ -108,11 +109,6 @@ pub struct ProactiveAck {
     ip_id: u16,
     out: VecDeque<Vec<u8>>,
     stats: ProactiveAckStats,
-}
-
-fn unwrap(reference: u64, seq: u32) -> u64 {
-    let d = seq.wrapping_sub(reference as u32) as i32;
-    (reference as i64 + i64::from(d)).max(0) as u64
 }
 
 /// Window scale, SACK-permitted and timestamps from a SYN's options. Total.

@@ -15,6 +15,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::unwrap_seq as unwrap;
 use crate::flow::parse::FlowKey;
 use crate::rpc::segment;
 use crate::Instant;
@@ -62,11 +63,6 @@ pub struct Repair {
     bytes: usize,
     dups: u32,
     stats: RepairStats,
-}
-
-fn unwrap(reference: u64, seq: u32) -> u64 {
-    let d = seq.wrapping_sub(reference as u32) as i32;
-    (reference as i64 + i64::from(d)).max(0) as u64
 }
 
 impl Repair {

@@ -14,6 +14,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use super::report::{Announce, Entry, Report};
+use super::unwrap_seq as unwrap;
 use super::{ApId, SessionId, MAX_APS};
 use crate::Instant;
 
@@ -120,11 +121,6 @@ pub struct Scheduler {
     next_check: Option<Instant>,
     out: VecDeque<Announce>,
     stats: SchedulerStats,
-}
-
-fn unwrap(reference: u64, seq: u32) -> u64 {
-    let d = seq.wrapping_sub(reference as u32) as i32;
-    (reference as i64 + i64::from(d)).max(0) as u64
 }
 
 impl Scheduler {

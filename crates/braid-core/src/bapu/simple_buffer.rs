@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
+use super::unwrap_seq as unwrap;
 use crate::rpc::segment;
 use crate::Instant;
 
@@ -24,11 +25,6 @@ pub struct SimpleBuffer {
     out: VecDeque<Vec<u8>>,
     /// Holes given up on (timeout or full).
     pub holes_skipped: u64,
-}
-
-fn unwrap(reference: u64, seq: u32) -> u64 {
-    let d = seq.wrapping_sub(reference as u32) as i32;
-    (reference as i64 + i64::from(d)).max(0) as u64
 }
 
 impl SimpleBuffer {

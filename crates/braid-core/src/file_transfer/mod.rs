@@ -194,6 +194,20 @@ impl Duplex {
         true
     }
 
+    /// Tells the peer why we fail (at most 1024 bytes, cut on a character boundary);
+    /// not the peer's own failure, which it knows.
+    fn emit_error(&mut self, e: &TransferError) {
+        if matches!(e, TransferError::Remote(_)) {
+            return;
+        }
+        let m = e.to_string();
+        let mut end = m.len().min(1024);
+        while !m.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.emit(&Frame::Error(&m[..end]));
+    }
+
     /// Everything written has been acknowledged.
     fn flushed(&self) -> bool {
         self.tx.buffered() == 0
@@ -431,10 +445,7 @@ impl<S: Source> FileSender<S> {
 
     /// Our own failure: the receiver hears why (and keeps its partial file).
     fn fail(&mut self, e: TransferError) {
-        if !matches!(e, TransferError::Remote(_)) {
-            let m = e.to_string();
-            self.io.emit(&Frame::Error(&m[..m.len().min(1024)]));
-        }
+        self.io.emit_error(&e);
         self.state = SendState::Failed(e);
     }
 
@@ -664,10 +675,7 @@ impl<K: Sink> FileReceiver<K> {
     }
 
     fn fail(&mut self, e: TransferError) {
-        if !matches!(e, TransferError::Remote(_)) {
-            let m = e.to_string();
-            self.io.emit(&Frame::Error(&m[..m.len().min(1024)]));
-        }
+        self.io.emit_error(&e);
         self.state = RecvState::Failed(e);
     }
 

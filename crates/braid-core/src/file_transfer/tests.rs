@@ -390,3 +390,16 @@ fn a_silent_peer_is_gone_after_the_timeout() {
         Status::Failed(TransferError::PeerGone(10))
     );
 }
+
+#[test]
+fn a_long_error_with_wide_characters_is_cut_on_a_character_boundary() {
+    // 1100 three-byte characters: byte 1024 falls inside one of them.
+    let mut io = Duplex::new(&config(), 1, Instant::ZERO);
+    io.emit_error(&TransferError::Local("€".repeat(1100)));
+    let queued = io.tx.buffered();
+    assert!(queued > 1000 && queued <= 1024 + 16, "{queued}");
+    // The peer's own failure is not sent back to it.
+    let before = io.tx.buffered();
+    io.emit_error(&TransferError::Remote("x".into()));
+    assert_eq!(io.tx.buffered(), before);
+}
