@@ -139,6 +139,10 @@ pub struct Session {
     /// since: asked again at the same instant, it has nothing either (see
     /// [`Session::poll_transmit`]).
     quiet_at: Option<Instant>,
+    /// After a poll that found nothing, and with no input since: a poll before this
+    /// instant can do nothing but renew or decide again the held head of the send queue
+    /// (see [`Session::quiet_bound`]).
+    quiet_until: Option<Instant>,
     /// PRISM's Reverse Path Controller, with `reordering = "rpc"` (`session/rpc_hook.rs`).
     rpc: Option<rpc_hook::RpcHook>,
     /// Metered paths' budgets (`session/metering.rs`); `None` without metering.
@@ -216,6 +220,7 @@ impl Session {
             events: VecDeque::new(),
             stats: SessionStats::default(),
             quiet_at: None,
+            quiet_until: None,
             rpc: None,
             metering: None,
             metering_from_peer: false,
@@ -241,7 +246,7 @@ impl Session {
     /// (Server) The tunnel address and prefix length to give the gateway in the config
     /// message that answers its hello (docs/wire.md, Config option 1).
     pub fn set_tunnel_address(&mut self, address: Option<(std::net::Ipv4Addr, u8)>) {
-        self.quiet_at = None;
+        self.wake();
         self.tunnel_address = address;
     }
 
@@ -490,24 +495,75 @@ impl Session {
     /// simulator settles each instant by polling every component until none moves) gets
     /// `None` at once. Most polls find nothing: while the scheduler holds the head of the
     /// send queue, each would look it up and ask again.
+    ///
+    /// Likewise at a later instant with no input since: until the first timer that may
+    /// make a poll send or change something ([`Session::quiet_bound`]), a poll only asks
+    /// the scheduler again about the head of the send queue (which time alone may let go,
+    /// as queues drain), and skips the rest.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if self.quiet_at == Some(now) {
             return None;
         }
-        let t = self.poll_transmit_now(now, buf);
+        let quiet = self.quiet_until.is_some_and(|q| now < q);
+        let t = if quiet {
+            self.advance(now);
+            self.poll_data(now, buf)
+        } else {
+            self.poll_transmit_now(now, buf)
+        };
         if t.is_none() {
             self.quiet_at = Some(now);
+            if !quiet {
+                self.quiet_until = self.quiet_bound(now);
+            }
         } else {
             // What was sent changed its path's queue and window.
             self.scheduling.held_class = None;
+            self.quiet_until = None;
         }
         t
     }
 
+    /// After a poll at `now` that sent nothing: the first instant at which a poll, with no
+    /// input before it, may do more than [`Session::poll_data`] does (a report, ack,
+    /// heartbeat or hello falls due, or the loss recovery's own
+    /// [`LossRecovery::quiet_until`]); `None` when any poll may (metering, which moves
+    /// with time, owed copies or config, a path never sent on).
+    fn quiet_bound(&self, now: Instant) -> Option<Instant> {
+        if self.metering.is_some()
+            || self.scheduling.has_copies()
+            || self.config_due.is_some()
+            || self.guard_due
+        {
+            return None;
+        }
+        let mut until = self.recovery.quiet_until(now, &self.paths);
+        if self.rx_since_report {
+            until = until.min(self.next_report_at);
+        }
+        if let Some(t) = self.ack_pending_since {
+            until = until.min(t + self.config.ack_delay);
+        }
+        for p in &self.paths {
+            p.last_tx()?;
+            until = until.min(self.heartbeat_due(p));
+        }
+        if let Some(t) = self.hello_due() {
+            until = until.min(t);
+        }
+        (until > now).then_some(until)
+    }
+
     /// An input arrived: what was decided without it may no longer hold.
     fn inputs_changed(&mut self) {
-        self.quiet_at = None;
+        self.wake();
         self.scheduling.held_class = None;
+    }
+
+    /// Something changed that a poll may act on: the next poll is a full one.
+    fn wake(&mut self) {
+        self.quiet_at = None;
+        self.quiet_until = None;
     }
 
     fn poll_transmit_now(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
@@ -842,7 +898,7 @@ impl Session {
             return true;
         }
         while self.reseq.poll_deliver(out) {
-            self.quiet_at = None;
+            self.wake();
             if self.decompressor.restore(out).is_err() {
                 continue;
             }

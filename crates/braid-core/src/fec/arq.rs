@@ -472,6 +472,31 @@ impl LossRecovery for Retransmit {
         None
     }
 
+    /// Time alone changes a poll's outcome only when a missing packet falls due (a nack)
+    /// or a path carrying data falls silent (it no longer holds the passed floor down);
+    /// the fallback and the floor otherwise depend on the paths and the arrivals, which
+    /// are inputs. A waiting retransmission waits for a path with room, which draining
+    /// queues open: every poll counts then.
+    fn quiet_until(&self, now: Instant, paths: &[Path]) -> Instant {
+        if !paths.iter().any(Path::is_usable) {
+            return Instant::MAX;
+        }
+        if !self.pending.is_empty() {
+            return now;
+        }
+        let mut until = self.earliest_due().unwrap_or(Instant::MAX);
+        if self.trigger == NackTrigger::PerPath {
+            let silent = self.fallback * SILENT_FALLBACKS;
+            for p in &self.rx_paths {
+                let t = p.last + silent;
+                if t > now {
+                    until = until.min(t);
+                }
+            }
+        }
+        until
+    }
+
     /// Gaps open now, and those opening within the fallback (a round trip: packets sent
     /// on the failed path before the peer noticed are still being passed), are not held
     /// for a repair: the peer repairs only what it did not leave to the inner transport,

@@ -96,6 +96,14 @@ pub trait LossRecovery: Send {
         None
     }
 
+    /// After a [`LossRecovery::poll_repair`] at `now` that returned `None`, and with no
+    /// other call since, the first instant at which `poll_repair` may return a repair or
+    /// change anything: until then a poll is a no-op and may be skipped. `now` when the
+    /// method cannot tell (every later poll counts).
+    fn quiet_until(&self, now: Instant, _paths: &[Path]) -> Instant {
+        now
+    }
+
     /// A repair datagram was sent (after [`LossRecovery::poll_repair`] returned it).
     fn on_repair_sent(&mut self, _now: Instant) {}
 

@@ -123,7 +123,7 @@ impl Session {
             return false;
         };
         *out = p;
-        self.quiet_at = None;
+        self.wake();
         self.stats.delivered_packets += 1;
         self.stats.delivered_bytes += out.len() as u64;
         true

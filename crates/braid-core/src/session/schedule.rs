@@ -103,6 +103,11 @@ impl Scheduling {
 }
 
 impl Scheduling {
+    /// A redundantly scheduled packet still owes copies.
+    pub(super) fn has_copies(&self) -> bool {
+        self.copies.is_some()
+    }
+
     /// Path position `pi` left the session (`session/membership.rs`): no copy owed goes
     /// there, the positions after it are renumbered, and any hold is decided again.
     pub(super) fn forget(&mut self, pi: usize) {
