@@ -143,6 +143,10 @@ pub struct Session {
     /// instant can do nothing but renew or decide again the held head of the send queue
     /// (see [`Session::quiet_bound`]).
     quiet_until: Option<Instant>,
+    /// [`Session::poll_timeout`] but for the held head of the send queue's retry, while
+    /// nothing it depends on changed (`None`: not known). A poll before `quiet_until`
+    /// changes none of it.
+    timeout_rest: std::cell::Cell<Option<Option<Instant>>>,
     /// PRISM's Reverse Path Controller, with `reordering = "rpc"` (`session/rpc_hook.rs`).
     rpc: Option<rpc_hook::RpcHook>,
     /// Metered paths' budgets (`session/metering.rs`); `None` without metering.
@@ -221,6 +225,7 @@ impl Session {
             stats: SessionStats::default(),
             quiet_at: None,
             quiet_until: None,
+            timeout_rest: std::cell::Cell::new(None),
             rpc: None,
             metering: None,
             metering_from_peer: false,
@@ -509,6 +514,7 @@ impl Session {
             self.advance(now);
             self.poll_data(now, buf)
         } else {
+            self.timeout_rest.set(None);
             self.poll_transmit_now(now, buf)
         };
         if t.is_none() {
@@ -520,6 +526,7 @@ impl Session {
             // What was sent changed its path's queue and window.
             self.scheduling.held_class = None;
             self.quiet_until = None;
+            self.timeout_rest.set(None);
         }
         t
     }
@@ -564,6 +571,7 @@ impl Session {
     fn wake(&mut self) {
         self.quiet_at = None;
         self.quiet_until = None;
+        self.timeout_rest.set(None);
     }
 
     fn poll_transmit_now(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
@@ -918,6 +926,24 @@ impl Session {
     /// When the engine next needs [`Session::handle_timeout`] (or [`Session::poll_transmit`]
     /// for a due heartbeat or report).
     pub fn poll_timeout(&self) -> Option<Instant> {
+        let retry = (self.scheduling.retry_at).filter(|_| !self.send_queue.is_empty());
+        let rest = match self.timeout_rest.get() {
+            Some(rest) => rest,
+            None => {
+                let rest = self.poll_timeout_rest();
+                self.timeout_rest.set(Some(rest));
+                rest
+            }
+        };
+        match (retry, rest) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// [`Session::poll_timeout`] but for the held packet's retry: everything that only an
+    /// input, a full poll or a send changes.
+    fn poll_timeout_rest(&self) -> Option<Instant> {
         let mut next = Instant::MAX;
         let mut consider = |t: Option<Instant>| {
             if let Some(t) = t {
@@ -928,11 +954,6 @@ impl Session {
         consider(
             self.reseq
                 .poll_timeout_repairing(|seq| recovery.repair_expected(seq)),
-        );
-        consider(
-            self.scheduling
-                .retry_at
-                .filter(|_| !self.send_queue.is_empty()),
         );
         consider(self.recovery.poll_timeout(self.last_now, &self.paths));
         if self.rx_since_report {

@@ -575,6 +575,7 @@ impl Session {
         if set {
             self.meter(now);
             self.announce_due = self.role == crate::Role::Gateway;
+            self.timeout_rest.set(None);
         }
         set
     }
