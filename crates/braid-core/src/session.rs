@@ -299,6 +299,9 @@ impl Session {
     /// Hands the engine an inner packet to carry to the peer.
     pub fn send(&mut self, now: Instant, packet: &[u8]) -> Result<(), SendError> {
         self.advance(now);
+        // A packet joining the back of the queue leaves the head's hold to be renewed
+        // with the longer backlog (the scheduler says whether that is a new decision).
+        let held = self.scheduling.held_class;
         self.inputs_changed();
         if packet.len() > self.config.max_packet_size {
             self.stats.oversize_drops += 1;
@@ -319,6 +322,10 @@ impl Session {
         buf.clear();
         buf.extend_from_slice(packet);
         self.send_queue.push_back((None, buf));
+        if held.is_some() {
+            self.scheduling.held_class = held;
+            self.scheduling.backlog_grew = true;
+        }
         self.stats.sent_packets += 1;
         self.stats.sent_bytes += packet.len() as u64;
         Ok(())

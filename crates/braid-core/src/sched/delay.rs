@@ -100,6 +100,15 @@ struct Held {
     window_full: bool,
     /// When the chosen path's queue drains, in the sender's model.
     drain_at: Instant,
+    /// Every candidate was held (at the cap, or its window full): the send queue's
+    /// backlog, added alike to all but those whose start window is full (which it cannot
+    /// bring level with the others), changes neither the pick nor [`Held::until`], only
+    /// whether the backlog is full.
+    all_capped: bool,
+    /// The held paths' summed rate and the head's size on the wire, which turn the
+    /// backlog into time.
+    capped_bps: u64,
+    wire_bytes: usize,
 }
 
 /// What one decision needs of a candidate path, worked out once.
@@ -232,6 +241,13 @@ fn hold_retry(now: Instant, window_full: bool, queue: Duration) -> Instant {
     now + wait.max(Duration::from_millis(1))
 }
 
+/// The time the paths at the cap, at `capped_bps` together, take to carry `backlog`
+/// packets of `wire_bytes`.
+fn backlog_time(backlog: usize, wire_bytes: usize, capped_bps: u64) -> Duration {
+    let bits = (backlog as u64).saturating_mul(wire_bytes as u64 * 8);
+    Duration::from_secs_f64(bits as f64 / capped_bps.max(1) as f64)
+}
+
 impl DelayBased {
     /// After a hold at `now` on `pick` (predicted delivery `pick_t`): the first instant at
     /// which time alone may change the decision, with the paths, the packet and the send
@@ -333,8 +349,7 @@ impl Scheduler for DelayBased {
             }
             self.candidates.push(c);
         }
-        let bits = (packet.backlog as u64).saturating_mul(packet.wire_bytes as u64 * 8);
-        let backlog = Duration::from_secs_f64(bits as f64 / capped_bps.max(1) as f64);
+        let backlog = backlog_time(packet.backlog, packet.wire_bytes, capped_bps);
         let backlog_us = i64::try_from(backlog.as_micros()).unwrap_or(i64::MAX / 4);
         // Each candidate's predicted delivery ([`predicted_delivery`]), with the backlog
         // added at the cap; a path of unknown capacity whose start window is full takes
@@ -359,10 +374,14 @@ impl Scheduler for DelayBased {
         let pick = best.map_or_else(|| Candidate::of(now, 0, &paths[0], slowest), |b| b.2);
         if pick.capped() {
             self.backlog_full = backlog >= HOLD_MAX;
+            let all_capped = self.candidates.iter().all(Candidate::capped);
             self.hold = best.map(|(t, _, c)| Held {
                 until: self.hold_until(now, paths, &c, t, packet.wire_bytes, min_known, backlog_us),
                 window_full: c.window_full,
                 drain_at: now + c.queue,
+                all_capped,
+                capped_bps,
+                wire_bytes: packet.wire_bytes,
             });
             self.retry_at = Some(hold_retry(now, pick.window_full, pick.queue));
             return Choice::Hold;
@@ -378,6 +397,18 @@ impl Scheduler for DelayBased {
         };
         let queue = h.drain_at.saturating_duration_since(now);
         self.retry_at = Some(hold_retry(now, h.window_full, queue));
+        true
+    }
+
+    fn renew_hold_backlog(&mut self, now: Instant, backlog: usize) -> bool {
+        let Some(h) = self.hold.filter(|h| h.all_capped) else {
+            self.hold = None;
+            return false;
+        };
+        if !self.renew_hold(now) {
+            return false;
+        }
+        self.backlog_full = backlog_time(backlog, h.wire_bytes, h.capped_bps) >= HOLD_MAX;
         true
     }
 
@@ -538,6 +569,55 @@ mod tests {
         }
         assert!(renewed >= 40, "{renewed}");
         assert_eq!(sent_at, Some(51));
+    }
+
+    #[test]
+    fn a_hold_renewed_with_a_longer_backlog_is_what_deciding_again_would_give() {
+        // 1.2 Mbit/s each (10 ms per 1500-byte datagram), both queues 250 ms, past the cap
+        // (150 ms), while packets keep joining the send queue (5 ms of backlog each over
+        // the two paths): wherever the hold is renewed, deciding again with the longer
+        // backlog holds too, with the same retry and the same verdict on the backlog,
+        // which turns full on the way (at 600 ms).
+        let mut ps = paths(&[
+            PathSpec::new(0, 1_200_000).delay_ms(50),
+            PathSpec::new(1, 1_200_000).delay_ms(100),
+        ]);
+        for _ in 0..25 {
+            ps[0].send_for_test(T0, 1500);
+            ps[1].send_for_test(T0, 1500);
+        }
+        let mut m = meta(0);
+        let mut s = DelayBased::default();
+        assert_eq!(s.select(T0, &m, &ps), Choice::Hold);
+        let (mut renewed, mut full) = (0, 0);
+        for ms in 1..100 {
+            let now = T0 + Duration::from_millis(ms);
+            m.backlog = 1 + 3 * ms as usize;
+            assert!(s.renew_hold_backlog(now, m.backlog), "{ms} ms");
+            renewed += 1;
+            full += usize::from(s.backlog_full());
+            let mut fresh = s.clone();
+            assert_eq!(fresh.select(now, &m, &ps), Choice::Hold, "{ms} ms");
+            assert_eq!(
+                (fresh.retry_at(), fresh.backlog_full()),
+                (s.retry_at(), s.backlog_full()),
+                "{ms} ms"
+            );
+        }
+        assert_eq!(renewed, 99);
+        assert!(full > 0 && full < 99, "{full}");
+        // A path that could take the packet (its queue under the cap and its window open)
+        // is not held: a longer backlog on the others may make it the pick.
+        let mut ps = paths(&[
+            PathSpec::new(0, 1_200_000).delay_ms(50),
+            PathSpec::new(1, 1_200_000).delay_ms(400),
+        ]);
+        for _ in 0..20 {
+            ps[0].send_for_test(T0, 1500);
+        }
+        m.backlog = 10;
+        assert_eq!(s.select(T0, &m, &ps), Choice::Hold);
+        assert!(!s.renew_hold_backlog(T0 + Duration::from_millis(1), 40));
     }
 
     #[test]

@@ -98,6 +98,14 @@ pub trait Scheduler: Send {
         false
     }
 
+    /// [`Scheduler::renew_hold`] after inner packets joined the back of the send queue,
+    /// which now holds `backlog`: `true` only where [`Scheduler::select`] would hold the
+    /// head with the longer queue behind it too, with the same retry and the
+    /// [`Scheduler::backlog_full`] this updates.
+    fn renew_hold_backlog(&mut self, _now: Instant, _backlog: usize) -> bool {
+        false
+    }
+
     /// After a [`Choice::Hold`]: whether the packets waiting are already too many, so that
     /// the session should refuse new ones until they shrink.
     fn backlog_full(&self) -> bool {

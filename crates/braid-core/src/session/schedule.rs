@@ -72,6 +72,10 @@ pub(super) struct Scheduling {
     /// time has changed since (no input, nothing sent): that scheduler may renew its hold
     /// without deciding again ([`Scheduler::renew_hold`]).
     pub(super) held_class: Option<usize>,
+    /// Inner packets joined the send queue behind the held head since the hold was
+    /// decided or renewed: it is renewed with the new backlog
+    /// ([`Scheduler::renew_hold_backlog`]).
+    pub(super) backlog_grew: bool,
 }
 
 impl Scheduling {
@@ -98,6 +102,7 @@ impl Scheduling {
             retry_at: None,
             backlog_full: false,
             held_class: None,
+            backlog_grew: false,
         }
     }
 }
@@ -134,8 +139,15 @@ impl Session {
         if let Some(class) = self.scheduling.held_class.take() {
             let sch = &mut self.scheduling;
             let scheduler = &mut sch.schedulers[class];
+            let grew = std::mem::take(&mut sch.backlog_grew);
             // A lookup would sweep the flow table first: decide again.
-            if !sch.flows.sweep_due(now) && scheduler.renew_hold(now) {
+            let renewed = !sch.flows.sweep_due(now)
+                && if grew {
+                    scheduler.renew_hold_backlog(now, self.send_queue.len())
+                } else {
+                    scheduler.renew_hold(now)
+                };
+            if renewed {
                 sch.retry_at = scheduler.retry_at();
                 sch.backlog_full = scheduler.backlog_full();
                 sch.held_class = Some(class);
