@@ -21,6 +21,7 @@ mod membership;
 mod metering;
 mod rpc_hook;
 mod schedule;
+mod send_queue;
 
 pub use membership::{LenderId, MembershipError, MembershipStats, MAX_REVOKED};
 pub use schedule::Prediction;
@@ -98,11 +99,11 @@ pub struct Session {
     ack_pending_since: Option<Instant>,
     /// New loss estimates arrived: re-evaluate the loss guard before scheduling.
     guard_due: bool,
-    /// Inner packets waiting for a path. A packet gets its data sequence number when it
-    /// leaves, so that one can be dropped from the queue without leaving a hole at the
-    /// peer (`session/failover.rs`); a failover resend keeps the number it first went out
-    /// with.
-    send_queue: VecDeque<(Option<u32>, Vec<u8>)>,
+    /// Inner packets waiting for a path, in two lanes (`session/send_queue.rs`). A packet
+    /// gets its data sequence number when it leaves, so that one can be dropped from the
+    /// queue without leaving a hole at the peer (`session/failover.rs`); a failover resend
+    /// keeps the number it first went out with.
+    send_queue: send_queue::SendQueue,
     /// Data packets sent, kept for resending when their path fails.
     failover: failover::ResendRing,
     /// Active queue management of the send queue.
@@ -198,7 +199,7 @@ impl Session {
                 config.hole_timeout,
                 config.reorder_limit,
             ),
-            send_queue: VecDeque::with_capacity(config.send_queue_limit.min(4096)),
+            send_queue: send_queue::SendQueue::default(),
             next_report_at: now + config.report_interval,
             configured: role == Role::Server,
             entries: Vec::with_capacity(list.len()),
@@ -299,7 +300,7 @@ impl Session {
     /// Hands the engine an inner packet to carry to the peer.
     pub fn send(&mut self, now: Instant, packet: &[u8]) -> Result<(), SendError> {
         self.advance(now);
-        // A packet joining the back of the queue leaves the head's hold to be renewed
+        // A packet joining the queue behind its head leaves the head's hold to be renewed
         // with the longer backlog (the scheduler says whether that is a new decision).
         let held = self.scheduling.held_class;
         self.inputs_changed();
@@ -310,7 +311,10 @@ impl Session {
                 max: self.config.max_packet_size,
             });
         }
-        if self.send_queue.len() >= self.config.send_queue_limit || self.scheduling.backlog_full {
+        // Only the bulk lane is refused for a full backlog (`session/send_queue.rs`).
+        let lane = self.send_queue.admit(packet);
+        let full = !lane.priority && self.scheduling.backlog_full;
+        if self.send_queue.len() >= self.config.send_queue_limit || full {
             self.stats.send_queue_drops += 1;
             return Err(SendError::QueueFull(self.send_queue.len()));
         }
@@ -321,8 +325,11 @@ impl Session {
         let mut buf = self.pool.pop().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(packet);
-        self.send_queue.push_back((None, buf));
-        if held.is_some() {
+        // A packet that does not become the head (`session/send_queue.rs`) leaves its
+        // hold to be renewed with the longer backlog.
+        let keeps_head = self.send_queue.keeps_head(lane);
+        self.send_queue.push(lane, buf);
+        if held.is_some() && keeps_head {
             self.scheduling.held_class = held;
             self.scheduling.backlog_grew = true;
         }

@@ -127,24 +127,26 @@ impl Codel {
     }
 }
 
+/// Whether `packet` is payload of a long TCP flow's first transmission (see
+/// [`Session::is_bulk_data`]).
+pub(super) fn is_bulk_data(flows: &crate::flow::FlowTable, packet: &[u8]) -> bool {
+    let Some(info) = crate::flow::parse::parse(packet) else {
+        return false;
+    };
+    info.tcp
+        .is_some_and(|t| t.payload_len > 0 && !t.syn && !t.fin && !t.rst)
+        && flows.peek(&info).is_some_and(|(packets, retransmission)| {
+            packets > crate::sched::delay::SHORT_FLOW && !retransmission
+        })
+}
+
 impl Session {
     /// Whether `packet` is a TCP segment carrying the data of a long flow, and not a
     /// retransmission: what the send queue may drop. Short flows and retransmissions pass:
     /// a short flow's loss costs it a timeout rather than slowing it, and a lost
     /// retransmission costs any flow one.
     pub(super) fn is_bulk_data(&self, packet: &[u8]) -> bool {
-        let Some(info) = crate::flow::parse::parse(packet) else {
-            return false;
-        };
-        info.tcp
-            .is_some_and(|t| t.payload_len > 0 && !t.syn && !t.fin && !t.rst)
-            && self
-                .scheduling
-                .flows
-                .peek(&info)
-                .is_some_and(|(packets, retransmission)| {
-                    packets > crate::sched::delay::SHORT_FLOW && !retransmission
-                })
+        is_bulk_data(&self.scheduling.flows, packet)
     }
 
     /// The standing queue a packet of `wire_bytes` arriving at `now` would wait in: the

@@ -42,9 +42,9 @@
 //! within the paths' delay gap, and the resent packets, arriving after that, are delivered
 //! at once as late packets.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
+use super::aqm::is_bulk_data;
 use super::Session;
 use crate::{Event, Instant};
 
@@ -291,7 +291,7 @@ impl Session {
             .sort_unstable_by_key(|&(seq, _)| seq.wrapping_sub(next) as i32);
         ring.resent += ring.scratch.len() as u64;
         while let Some((seq, packet)) = ring.scratch.pop() {
-            self.send_queue.push_front((Some(seq), packet));
+            self.send_queue.push_resend(seq, packet);
         }
     }
 }
@@ -313,21 +313,22 @@ impl Session {
             return;
         }
         let budget = (survivors as f64 / 8.0 * TRIM_TARGET.as_secs_f64()) as usize;
-        let mut queued: usize = self.send_queue.iter().map(|(_, p)| p.len()).sum();
+        let mut queued = self.send_queue.bytes();
         if queued <= budget {
             return;
         }
-        let mut kept = VecDeque::with_capacity(self.send_queue.len());
-        while let Some((fixed, p)) = self.send_queue.pop_front() {
-            if queued > budget && fixed.is_none() && self.is_bulk_data(&p) {
+        let flows = &self.scheduling.flows;
+        let dropped = self.send_queue.drop_bulk(|fixed, p| {
+            let drop = queued > budget && fixed.is_none() && is_bulk_data(flows, p);
+            if drop {
                 queued -= p.len();
-                self.stats.failover_trimmed += 1;
-                self.recycle(p);
-            } else {
-                kept.push_back((fixed, p));
             }
+            drop
+        });
+        self.stats.failover_trimmed += dropped.len() as u64;
+        for p in dropped {
+            self.recycle(p);
         }
-        self.send_queue = kept;
     }
 
     /// Whether the data packet `seq`, sent at `sent` (the peer's clock, µs), is a resend:

@@ -659,3 +659,56 @@ fn headers_are_compressed_only_towards_a_peer_that_restores_them() {
         "establishing or compressed forms towards a server that restores headers: {new:?}"
     );
 }
+
+/// An IPv4 UDP packet from source port `port`, `len` bytes, carrying `i` first.
+fn udp(port: u16, i: u32, len: usize) -> Vec<u8> {
+    let mut p = vec![0u8; len.max(32)];
+    p[0] = 0x45;
+    let total = p.len() as u16;
+    p[2..4].copy_from_slice(&total.to_be_bytes());
+    p[8] = 64;
+    p[9] = crate::flow::parse::PROTO_UDP;
+    p[12..16].copy_from_slice(&[10, 0, 0, 1]);
+    p[16..20].copy_from_slice(&[10, 0, 0, 2]);
+    p[20..22].copy_from_slice(&port.to_be_bytes());
+    p[22..24].copy_from_slice(&5000u16.to_be_bytes());
+    p[24..26].copy_from_slice(&(total - 20).to_be_bytes());
+    p[28..32].copy_from_slice(&i.to_be_bytes());
+    p
+}
+
+#[test]
+fn a_sparse_flow_passes_a_full_send_queue() {
+    // One 2 Mbit/s path; flow 1 offers 3 Mbit/s, flow 2 a 200-byte packet every 50 ms
+    // (`session/send_queue.rs`). The send queue fills and refuses flow 1; flow 2 is never
+    // refused and crosses in the path's delay and bottleneck queue (at most
+    // `sched::delay::QUEUE_CAP`), not also the send queue's 600 ms.
+    let mut net = Net::new(
+        config(),
+        vec![Pipe::new(20, Some(2_000_000))],
+        vec![Pipe::new(20, None)],
+    );
+    let arrived = |net: &Net, k: u32| {
+        net.at_server
+            .iter()
+            .any(|p| p[20..22] == 2u16.to_be_bytes() && p[28..32] == k.to_be_bytes())
+    };
+    let (mut refused, mut late) = (0, 0);
+    for i in 0..1500u32 {
+        if net.gw.send(net.now, &udp(1, i, 1200)).is_err() {
+            refused += 1;
+        }
+        if i % 16 == 0 {
+            let k = i / 16;
+            // The one sent 205 ms ago has arrived.
+            if k > 20 && !arrived(&net, k - 4) {
+                late += 1;
+            }
+            net.gw.send(net.now, &udp(2, k, 200)).unwrap();
+        }
+        let t = net.now + Duration::from_micros(3200);
+        net.run_until(t);
+    }
+    assert!(refused > 300, "{refused}");
+    assert_eq!(late, 0);
+}
