@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 
 use super::*;
 use crate::stream::link::{Link, LinkParams};
+use crate::stream::FastRetransmit;
 
 /// The sender's file in memory; `change_after` reads, `check` reports it changed.
 struct Mem {
@@ -87,6 +88,7 @@ fn config() -> TransferConfig {
         send_buffer: 8 << 20,
         initial_peer_rwnd: 8 << 20,
         random_loss: true,
+        fast_retransmit: FastRetransmit::Rack,
         ..StreamConfig::default()
     };
     let receiver = ReceiverConfig {

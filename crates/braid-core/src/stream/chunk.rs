@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! DATA           type=1 flags(bit0 FIN) path 0  tsn:u64  payload...
-//! SACK           type=2 0 path n_gaps           cum:u64  a_rwnd:u32  n_gaps x (start:u32 end:u32)
+//! SACK           type=2 n_dups path n_gaps      cum:u64  a_rwnd:u32  n_gaps x (start:u32 end:u32)
+//!                                               n_dups x tsn:u64
 //! HEARTBEAT      type=3 0 path 0                nonce:u64
 //! HEARTBEAT-ACK  type=4 0 path 0                nonce:u64
 //! ```
@@ -10,7 +11,11 @@
 //! `path` is the path the chunk was sent on. In a SACK, `cum` is the next TSN the receiver
 //! expects (every TSN below it arrived) and each gap block covers the TSNs
 //! `cum + start .. cum + end` that arrived beyond it (RFC 4960 §3.3.4, with 64-bit TSNs so
-//! that no serial arithmetic is needed and an exclusive end). Parsing never panics.
+//! that no serial arithmetic is needed and an exclusive end). The duplicate TSNs are
+//! chunks received again since the previous SACK (RFC 4960 §3.3.4's, at most
+//! [`MAX_DUPS`]): they tell the sender a retransmission was spurious. A SACK without them
+//! has `n_dups` 0, the byte's value before they existed, and a parser that does not know
+//! them ignores the bytes after the gap blocks. Parsing never panics.
 
 use thiserror::Error;
 
@@ -24,8 +29,11 @@ const FIN: u8 = 1;
 
 /// Bytes before a DATA chunk's payload.
 pub const DATA_HEADER: usize = 12;
-/// Gap blocks one SACK carries at most (a SACK stays under 1000 bytes).
+/// Gap blocks and duplicate TSNs one SACK carries at most together (a SACK stays under
+/// 1000 bytes): each duplicate TSN takes a gap block's room.
 pub const MAX_GAPS: usize = 120;
+/// Duplicate TSNs one SACK reports at most.
+pub const MAX_DUPS: usize = 8;
 
 /// Why a datagram is not a stream chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
@@ -69,6 +77,8 @@ pub struct Sack {
     pub a_rwnd: u32,
     /// `(start, end)` offsets from `cum`, ascending, disjoint, `1 <= start < end`.
     pub gaps: Vec<(u32, u32)>,
+    /// TSNs received again since the previous SACK.
+    pub dups: Vec<u64>,
 }
 
 impl<'a> Chunk<'a> {
@@ -102,11 +112,21 @@ impl<'a> Chunk<'a> {
                     prev_end = end;
                     gaps.push((start, end));
                 }
+                let d = b[1] as usize;
+                let at = 16 + 8 * n;
+                if b.len() < at + 8 * d {
+                    return Err(ChunkError::Truncated);
+                }
+                let dups = b[at..at + 8 * d]
+                    .chunks_exact(8)
+                    .map(|t| u64::from_be_bytes([t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]]))
+                    .collect();
                 Ok(Chunk::Sack(Sack {
                     path,
                     cum: word,
                     a_rwnd,
                     gaps,
+                    dups,
                 }))
             }
             HEARTBEAT => Ok(Chunk::Heartbeat { path, nonce: word }),
@@ -115,7 +135,8 @@ impl<'a> Chunk<'a> {
         }
     }
 
-    /// Appends the chunk to `out`. A SACK's gap list is cut to [`MAX_GAPS`].
+    /// Appends the chunk to `out`. A SACK's duplicates are cut to [`MAX_DUPS`], its gap
+    /// list to [`MAX_GAPS`] less the duplicates.
     pub fn emit(&self, out: &mut Vec<u8>) {
         match self {
             Chunk::Data {
@@ -129,13 +150,17 @@ impl<'a> Chunk<'a> {
                 out.extend_from_slice(payload);
             }
             Chunk::Sack(s) => {
-                let n = s.gaps.len().min(MAX_GAPS);
-                out.extend_from_slice(&[SACK, 0, s.path, n as u8]);
+                let d = s.dups.len().min(MAX_DUPS);
+                let n = s.gaps.len().min(MAX_GAPS - d);
+                out.extend_from_slice(&[SACK, d as u8, s.path, n as u8]);
                 out.extend_from_slice(&s.cum.to_be_bytes());
                 out.extend_from_slice(&s.a_rwnd.to_be_bytes());
                 for &(start, end) in &s.gaps[..n] {
                     out.extend_from_slice(&start.to_be_bytes());
                     out.extend_from_slice(&end.to_be_bytes());
+                }
+                for tsn in &s.dups[..d] {
+                    out.extend_from_slice(&tsn.to_be_bytes());
                 }
             }
             Chunk::Heartbeat { path, nonce } => {
@@ -175,6 +200,7 @@ mod tests {
             cum: 77,
             a_rwnd: 65536,
             gaps: vec![(2, 5), (7, 8)],
+            dups: vec![3, 1 << 40],
         }));
         roundtrip(&Chunk::Heartbeat { path: 0, nonce: 9 });
         roundtrip(&Chunk::HeartbeatAck { path: 3, nonce: 9 });
@@ -188,6 +214,7 @@ mod tests {
             cum: 1,
             a_rwnd: 1,
             gaps: vec![(2, 5), (4, 8)],
+            dups: Vec::new(),
         })
         .emit(&mut out);
         assert_eq!(Chunk::parse(&out), Err(ChunkError::BadGaps));
@@ -202,14 +229,15 @@ mod tests {
 
         #[test]
         fn sacks_round_trip(cum in 0u64..u64::MAX / 2, a_rwnd in any::<u32>(),
-                            lens in proptest::collection::vec((1u32..50, 1u32..50), 0..MAX_GAPS)) {
+                            lens in proptest::collection::vec((1u32..50, 1u32..50), 0..MAX_GAPS - MAX_DUPS),
+                            dups in proptest::collection::vec(any::<u64>(), 0..=MAX_DUPS)) {
             let mut gaps = Vec::new();
             let mut at = 0u32;
             for (skip, len) in lens {
                 gaps.push((at + skip, at + skip + len));
                 at += skip + len;
             }
-            roundtrip(&Chunk::Sack(Sack { path: 1, cum, a_rwnd, gaps }));
+            roundtrip(&Chunk::Sack(Sack { path: 1, cum, a_rwnd, gaps, dups }));
         }
     }
 }

@@ -185,6 +185,16 @@ impl Window {
         self.ssthresh = self.ssthresh.min(self.cwnd);
     }
 
+    /// Undoes a cut proven needless: back to `prior`'s window and threshold where they
+    /// are larger (RFC 4015 §3.2's restore, as Linux undoes on DSACK).
+    pub fn undo(&mut self, prior: Window) {
+        if prior.cwnd > self.cwnd {
+            self.cwnd = prior.cwnd;
+            self.credit = 0.0;
+        }
+        self.ssthresh = self.ssthresh.max(prior.ssthresh);
+    }
+
     /// RFC 4960 §7.2.3: a T3-rtx expiry leaves one MTU.
     pub fn on_timeout(&mut self) {
         self.ssthresh = (self.cwnd / 2).max(4 * self.mtu);

@@ -17,6 +17,9 @@ pub struct LinkParams {
     pub duplicate: f64,
     /// Extra delay drawn uniformly up to this, per datagram: reorders.
     pub jitter: Duration,
+    /// Extra delay |N(0, σ)| per datagram (a half-normal draw, as braid-sim's and the
+    /// lab's `jitter_ms` with `reorder`): reorders.
+    pub jitter_sigma: Duration,
     /// Longest wait in the queue before drop-tail.
     pub queue: Duration,
     pub down: Vec<(Instant, Instant)>,
@@ -30,6 +33,7 @@ impl LinkParams {
             loss: 0.0,
             duplicate: 0.0,
             jitter: Duration::ZERO,
+            jitter_sigma: Duration::ZERO,
             queue: Duration::from_millis(200),
             down: Vec::new(),
         }
@@ -98,7 +102,13 @@ impl Link {
             1
         };
         for _ in 0..copies {
-            let jitter = self.params.jitter.mul_f64(self.uniform());
+            let mut jitter = self.params.jitter.mul_f64(self.uniform());
+            if !self.params.jitter_sigma.is_zero() {
+                // Box-Muller.
+                let (u1, u2) = (self.uniform().max(1e-12), self.uniform());
+                let n = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+                jitter += self.params.jitter_sigma.mul_f64(n.abs());
+            }
             self.seq += 1;
             let at = self.free_at + self.params.delay + jitter;
             self.queue.push(Reverse((at, self.seq, bytes.to_vec())));

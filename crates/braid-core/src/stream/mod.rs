@@ -19,11 +19,13 @@
 //! - [`congestion`]: one path's window and the loss responses.
 //! - [`sched`]: round-robin, Lazy, Smallest-RTT and braid's delay-based.
 //! - [`path`]: the sender's per-path state and failover modes.
+//! - [`rack`]: RFC 8985's time threshold, braid's reordering allowance.
 //! - [`sender`], [`receiver`]: the two ends.
 
 pub mod chunk;
 pub mod congestion;
 pub mod path;
+pub mod rack;
 pub mod receiver;
 pub mod rto;
 pub mod sched;
@@ -31,6 +33,8 @@ pub mod sender;
 
 #[cfg(test)]
 pub(crate) mod link;
+#[cfg(test)]
+mod reordering_tests;
 #[cfg(test)]
 mod tests;
 
@@ -50,6 +54,19 @@ pub enum FastRetransmit {
     /// acknowledged, by cumulative ack or gap block.
     #[default]
     SackDriven,
+    /// A deviation from oSCTP §IV-C1, braid's own choice (split-TCP, `braid send`): SD-FRT's
+    /// per-path view with RACK's time threshold (RFC 8985 §6, [`rack`]) in place of the
+    /// count of three. A chunk is lost once a chunk sent after it on the same path is
+    /// acknowledged and a reordering window has passed since; the window is a quarter of
+    /// the path's minimum RTT once the path has reordered, grown by fast retransmissions
+    /// proven spurious (the receiver's duplicate-TSN report, RFC 4960 §3.3.4's, or the
+    /// original acknowledged before its copy left), and zero after three later chunks on
+    /// a path that never reordered, so that a path that only loses recovers as with
+    /// SD-FRT. A retransmission proven spurious also undoes the window cut it caused
+    /// (RFC 4015's response, after Linux's DSACK undo). With SD-FRT a path that reorders
+    /// within itself has most of its chunks sent twice (docs/benchmarks.md, `braid send`
+    /// with 1-2 ms of jitter on one of three paths).
+    Rack,
 }
 
 /// What lets a path's window grow (oSCTP §IV-C2).

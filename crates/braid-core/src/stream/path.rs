@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::congestion::{DelayBound, Window, WindowedMin};
+use super::rack::Rack;
 use super::rto::{RtoEstimator, RtoParams};
 use crate::Instant;
 
@@ -33,6 +34,16 @@ impl Failover {
             Failover::Stock { .. } => Duration::from_secs(30),
         }
     }
+}
+
+/// The window before a fast retransmit cut it, restored once every chunk that recovery
+/// episode fast-retransmitted on the path proves spurious ([`super::FastRetransmit::Rack`]).
+#[derive(Clone, Copy, Debug)]
+pub struct CutUndo {
+    pub window: Window,
+    pub episode: u64,
+    /// Retransmissions of the episode not yet proven spurious.
+    pub left: u32,
 }
 
 /// One path at the sender.
@@ -68,6 +79,11 @@ pub struct SenderPath {
     /// delay cut may come (one per RTT), for [`super::StreamConfig::delay_bound`].
     pub windowed_min_rtt: WindowedMin,
     pub delay_cut_psn: u64,
+    /// RFC 8985's time threshold ([`super::FastRetransmit::Rack`]).
+    pub rack: Rack,
+    /// Fast-retransmit cuts on the path so far; the latest one's undo state.
+    pub episode: u64,
+    pub cut_undo: Option<CutUndo>,
 }
 
 impl SenderPath {
@@ -89,6 +105,9 @@ impl SenderPath {
             before_failure: None,
             windowed_min_rtt: WindowedMin::default(),
             delay_cut_psn: 0,
+            rack: Rack::default(),
+            episode: 0,
+            cut_undo: None,
         }
     }
 

@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use super::chunk::{Chunk, Sack, MAX_GAPS};
+use super::chunk::{Chunk, Sack, MAX_DUPS, MAX_GAPS};
 use crate::{Instant, PathId};
 
 /// [`AckPath::Spread`]: a path carries at most one SACK per this while another path that
@@ -94,6 +94,9 @@ pub struct StreamReceiver {
     ack_deadline: Option<Instant>,
     last_rwnd: usize,
     heartbeat_acks: VecDeque<(PathId, u64)>,
+    /// TSNs received again since the last SACK, for its duplicate report (at most
+    /// [`MAX_DUPS`]; more are counted in the stats only).
+    dups: Vec<u64>,
     stats: ReceiverStats,
 }
 
@@ -117,6 +120,7 @@ impl StreamReceiver {
             ack_deadline: None,
             last_rwnd: config.buffer,
             heartbeat_acks: VecDeque::new(),
+            dups: Vec::new(),
             stats: ReceiverStats::default(),
         }
     }
@@ -143,6 +147,9 @@ impl StreamReceiver {
         self.arrivals[path as usize] = Some(now);
         if tsn < self.cum || self.fin_reached || self.ahead.contains_key(&tsn) {
             self.stats.duplicates += 1;
+            if self.dups.len() < MAX_DUPS {
+                self.dups.push(tsn);
+            }
             self.sack_now = true;
             return;
         }
@@ -225,6 +232,7 @@ impl StreamReceiver {
             *t = Some(now);
         }
         Chunk::Sack(self.sack(path)).emit(out);
+        self.dups.clear();
         self.sack_now = false;
         self.ack_deadline = None;
         self.in_order_unacked = 0;
@@ -256,7 +264,8 @@ impl StreamReceiver {
         self.latest_path
     }
 
-    /// The SACK to send. Past [`MAX_GAPS`] blocks it reports the one holding the latest
+    /// The SACK to send, with the duplicates since the last. Past [`MAX_GAPS`] blocks (less
+    /// one per duplicate) it reports the one holding the latest
     /// arrival and the highest others: the sender treats gap-acknowledged chunks as
     /// delivered (we never renege), so the lower blocks were reported when they arrived,
     /// and SD-FRT needs to hear of each arrival, a retransmission filling a low hole too.
@@ -269,7 +278,8 @@ impl StreamReceiver {
                 _ => all.push((off, off + 1)),
             }
         }
-        let mut gaps = all.split_off(all.len().saturating_sub(MAX_GAPS));
+        let room = MAX_GAPS - self.dups.len();
+        let mut gaps = all.split_off(all.len().saturating_sub(room));
         if let Some(latest) = self.latest_tsn.checked_sub(self.cum) {
             let holds = |g: &(u32, u32)| (g.0 as u64..g.1 as u64).contains(&latest);
             if !gaps.iter().any(holds) {
@@ -283,6 +293,7 @@ impl StreamReceiver {
             cum: self.cum,
             a_rwnd: self.rwnd().min(u32::MAX as usize) as u32,
             gaps,
+            dups: self.dups.clone(),
         }
     }
 

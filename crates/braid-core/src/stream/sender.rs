@@ -6,13 +6,18 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::chunk::{Chunk, Sack};
 use super::congestion::{Coupling, LossResponse};
-use super::path::{Failover, SenderPath};
+use super::path::{CutUndo, Failover, SenderPath};
+use super::rack::{Delivered, DUP_THRESH};
 use super::sched::{Candidate, Picker};
 use super::{FastRetransmit, StreamConfig, WindowAdvance};
 use crate::{Instant, PathId};
 
 /// Three: RFC 4960 §7.2.4's (and oSCTP's) miss indications before a fast retransmit.
 const FAST_RETRANSMIT_THRESHOLD: u32 = 3;
+
+/// Fast-retransmitted TSNs remembered for the receiver's duplicate report
+/// ([`FastRetransmit::Rack`]); the oldest are forgotten first.
+const RESENT_MAX: usize = 4096;
 
 /// Veno's threshold (TCP Veno, Fu & Liew 2003): a loss while fewer packets than this sit
 /// in the path's queue is taken as random, not congestion.
@@ -34,6 +39,11 @@ pub struct SenderStats {
     pub spurious_timeouts: u64,
     /// Windows cut by [`StreamConfig::delay_bound`].
     pub delay_cuts: u64,
+    /// Fast retransmissions proven spurious: reported received twice, or acknowledged
+    /// before the copy left ([`FastRetransmit::Rack`] only).
+    pub spurious_retransmits: u64,
+    /// Fast-retransmit window cuts undone, every retransmission of theirs spurious.
+    pub undone_cuts: u64,
 }
 
 #[derive(Debug)]
@@ -69,6 +79,9 @@ pub struct StreamSender {
     retransmit: BTreeSet<u64>,
     peer_rwnd: u64,
     dup_cum: u32,
+    /// [`FastRetransmit::Rack`]: fast-retransmitted TSNs -> the path they were lost on and
+    /// its cut episode (if they belong to one), for the spurious-retransmission checks.
+    resent: BTreeMap<u64, (usize, Option<u64>)>,
     stats: SenderStats,
 }
 
@@ -90,6 +103,7 @@ impl StreamSender {
             retransmit: BTreeSet::new(),
             peer_rwnd: config.initial_peer_rwnd as u64,
             dup_cum: 0,
+            resent: BTreeMap::new(),
             stats: SenderStats {
                 chunks_sent: vec![0; paths],
                 ..SenderStats::default()
@@ -268,7 +282,14 @@ impl StreamSender {
     }
 
     fn on_sack(&mut self, now: Instant, sack: &Sack) {
-        if sack.cum < self.cum || sack.cum > self.next_tsn {
+        // A SACK older than one already seen (it came back on a slower path) is dropped
+        // (RFC 4960 §6.2.1 D), except with RACK: its gap blocks still stand, as the
+        // receiver never reneges, and may hold the only report of an arrival (the newer
+        // SACK's gap blocks reach only [`super::chunk::MAX_GAPS`] deep).
+        let stale = sack.cum < self.cum;
+        if (stale && self.config.fast_retransmit != FastRetransmit::Rack)
+            || sack.cum > self.next_tsn
+        {
             return;
         }
         let n = self.paths.len();
@@ -292,11 +313,20 @@ impl StreamSender {
                 acked.extend(self.outstanding.range(lo..hi).map(|(&t, _)| t));
             }
         }
+        if self.config.fast_retransmit == FastRetransmit::Rack {
+            for tsn in &sack.dups {
+                if let Some((p, episode)) = self.resent.remove(tsn) {
+                    self.on_spurious(p, episode);
+                }
+            }
+        }
         let cum_advanced = sack.cum > self.cum;
-        self.cum = sack.cum;
+        self.cum = self.cum.max(sack.cum);
         let mut bytes = vec![0u64; n];
         let mut acked_psns: Vec<Vec<u64>> = vec![Vec::new(); n];
         let mut lowest_acked = vec![false; n];
+        let mut delivered: Vec<Vec<Delivered>> = vec![Vec::new(); n];
+        let mut spurious = Vec::new();
         for tsn in acked {
             let Some(s) = self.outstanding.remove(&tsn) else {
                 continue;
@@ -314,6 +344,8 @@ impl StreamSender {
             if s.lost {
                 self.retransmit.remove(&tsn);
                 if !s.retransmitted {
+                    // Acknowledged before its copy left: the original arrived.
+                    spurious.extend(self.resent.remove(&tsn));
                     if let Some((window, rto)) = path.undo.take() {
                         path.window = window;
                         path.rto = rto;
@@ -330,6 +362,11 @@ impl StreamSender {
             path.outstanding.remove(&s.psn);
             bytes[s.path] += s.payload.len() as u64;
             acked_psns[s.path].push(s.psn);
+            delivered[s.path].push(Delivered {
+                psn: s.psn,
+                sent_at: s.sent_at,
+                retransmitted: s.retransmitted,
+            });
             lowest_acked[s.path] |= lowest_before[s.path] == Some(s.psn);
             if !s.retransmitted {
                 path.on_rtt(now - s.sent_at);
@@ -340,8 +377,13 @@ impl StreamSender {
                 );
             }
         }
+        for (p, episode) in spurious {
+            self.on_spurious(p, episode);
+        }
         let flight: u64 = self.paths.iter().map(|p| p.flight).sum();
-        self.peer_rwnd = (sack.a_rwnd as u64).saturating_sub(flight);
+        if !stale {
+            self.peer_rwnd = (sack.a_rwnd as u64).saturating_sub(flight);
+        }
 
         // Window advance (RFC 4960 §7.2.1; oSCTP §IV-C2).
         let coupling = (self.config.loss_response == LossResponse::Lia).then(|| {
@@ -399,27 +441,89 @@ impl StreamSender {
                     }
                 }
             }
-            FastRetransmit::SackDriven => {
-                for (p, psns) in acked_psns.iter_mut().enumerate() {
-                    let Some(&max) = psns.iter().max() else {
-                        continue;
-                    };
-                    psns.sort_unstable();
-                    let path = &self.paths[p];
-                    for (&psn, &tsn) in path.outstanding.range(..max) {
-                        let later = psns.len() - psns.partition_point(|&q| q <= psn);
-                        if let Some(s) = self.outstanding.get_mut(&tsn) {
-                            s.misses += later as u32;
-                            if s.misses >= FAST_RETRANSMIT_THRESHOLD {
-                                lost.push(tsn);
-                            }
-                        }
+            FastRetransmit::SackDriven => lost = self.count_misses(&mut acked_psns),
+            FastRetransmit::Rack => {
+                // The count still tells a path that never reordered when to stop waiting.
+                self.count_misses(&mut acked_psns);
+                for (p, d) in delivered.iter().enumerate() {
+                    if !d.is_empty() {
+                        let min_rtt = self.paths[p].min_rtt;
+                        self.paths[p].rack.on_ack(now, d, min_rtt);
+                        lost.extend(self.rack_detect(p, now));
                     }
                 }
             }
         }
         for (i, tsn) in lost.into_iter().enumerate() {
             self.fast_retransmit(tsn, i == 0);
+        }
+    }
+
+    /// SD-FRT's count (oSCTP §IV-C1): each chunk outstanding on a path gains a miss per
+    /// chunk sent after it there and newly acknowledged; returns those at the threshold.
+    fn count_misses(&mut self, acked_psns: &mut [Vec<u64>]) -> Vec<u64> {
+        let mut lost = Vec::new();
+        for (p, psns) in acked_psns.iter_mut().enumerate() {
+            let Some(&max) = psns.iter().max() else {
+                continue;
+            };
+            psns.sort_unstable();
+            let path = &self.paths[p];
+            for (&psn, &tsn) in path.outstanding.range(..max) {
+                let later = psns.len() - psns.partition_point(|&q| q <= psn);
+                if let Some(s) = self.outstanding.get_mut(&tsn) {
+                    s.misses += later as u32;
+                    if s.misses >= FAST_RETRANSMIT_THRESHOLD {
+                        lost.push(tsn);
+                    }
+                }
+            }
+        }
+        lost
+    }
+
+    /// RACK's loss detection on path `p` ([`super::rack`]): the TSNs now lost there.
+    fn rack_detect(&mut self, p: usize, now: Instant) -> Vec<u64> {
+        let outstanding = &self.outstanding;
+        let path = &mut self.paths[p];
+        let dup_thresh_met = path
+            .outstanding
+            .values()
+            .next()
+            .and_then(|t| outstanding.get(t))
+            .is_some_and(|s| s.misses >= DUP_THRESH);
+        let reo_wnd = path.rack.reo_wnd(
+            path.min_rtt,
+            path.srtt(),
+            path.recover_psn.is_some(),
+            dup_thresh_met,
+        );
+        let chunks = path
+            .outstanding
+            .iter()
+            .filter_map(|(&psn, &tsn)| outstanding.get(&tsn).map(|s| (psn, s.sent_at, tsn)));
+        path.rack.detect(now, reo_wnd, chunks)
+    }
+
+    /// A fast retransmission of a chunk lost on path `p` proved spurious: the path's
+    /// reordering window grows, and the cut of its episode is undone once the last of
+    /// the episode's retransmissions proves spurious too.
+    fn on_spurious(&mut self, p: usize, episode: Option<u64>) {
+        self.stats.spurious_retransmits += 1;
+        let path = &mut self.paths[p];
+        path.rack.on_spurious(path.next_psn);
+        let Some(u) = path.cut_undo.as_mut() else {
+            return;
+        };
+        if Some(u.episode) != episode {
+            return;
+        }
+        u.left = u.left.saturating_sub(1);
+        if u.left == 0 {
+            path.window.undo(u.window);
+            path.recover_psn = None;
+            path.cut_undo = None;
+            self.stats.undone_cuts += 1;
         }
     }
 
@@ -448,8 +552,28 @@ impl StreamSender {
             && path.backlog_packets(self.config.mtu as u64) < RANDOM_LOSS_BACKLOG;
         if path.recover_psn.is_none() && !random {
             let share = path.rate() / total_rate.max(1e-9);
+            let prior = path.window;
             path.window.on_loss(self.config.loss_response.keep(share));
             path.recover_psn = Some(path.next_psn);
+            path.episode += 1;
+            path.cut_undo = Some(CutUndo {
+                window: prior,
+                episode: path.episode,
+                left: 0,
+            });
+        }
+        if self.config.fast_retransmit == FastRetransmit::Rack {
+            let episode = match path.cut_undo.as_mut() {
+                Some(u) if path.recover_psn.is_some() && u.episode == path.episode => {
+                    u.left += 1;
+                    Some(u.episode)
+                }
+                _ => None,
+            };
+            self.resent.insert(tsn, (p, episode));
+            if self.resent.len() > RESENT_MAX {
+                self.resent.pop_first();
+            }
         }
         if path.flight == 0 {
             path.t3 = None;
@@ -461,11 +585,11 @@ impl StreamSender {
         self.config.fast_revival && self.config.failover == Failover::Osctp
     }
 
-    /// The earliest T3-rtx expiry or heartbeat.
+    /// The earliest T3-rtx expiry, heartbeat or RACK reordering timer.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.paths
             .iter()
-            .flat_map(|p| [p.t3, p.failed])
+            .flat_map(|p| [p.t3, p.failed, p.rack.timer])
             .flatten()
             .min()
     }
@@ -474,6 +598,14 @@ impl StreamSender {
     pub fn handle_timeout(&mut self, now: Instant) {
         let base = self.config.failover.heartbeat_interval();
         let fast_revival = self.fast_revival();
+        for p in 0..self.paths.len() {
+            if self.paths[p].rack.timer.is_some_and(|t| t <= now) {
+                let lost = self.rack_detect(p, now);
+                for (i, tsn) in lost.into_iter().enumerate() {
+                    self.fast_retransmit(tsn, i == 0);
+                }
+            }
+        }
         for i in 0..self.paths.len() {
             let path = &mut self.paths[i];
             let interval = if fast_revival {
@@ -499,6 +631,7 @@ impl StreamSender {
             path.rto.back_off();
             path.window.on_timeout();
             path.recover_psn = None;
+            path.cut_undo = None;
             path.errors += 1;
             let tsns: Vec<u64> = path.outstanding.values().copied().collect();
             for tsn in tsns {

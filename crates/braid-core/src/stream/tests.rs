@@ -10,18 +10,18 @@ use super::link::{Link, LinkParams};
 use super::*;
 use crate::{Instant, PathId};
 
-struct Outcome {
-    data: Vec<u8>,
+pub(super) struct Outcome {
+    pub data: Vec<u8>,
     done_at: Option<Instant>,
-    sender: SenderStats,
-    receiver: ReceiverStats,
+    pub sender: SenderStats,
+    pub receiver: ReceiverStats,
     /// (time, bytes read) per read.
     reads: Vec<(Instant, usize)>,
 }
 
 impl Outcome {
     /// Goodput of the whole transfer, Mbit/s.
-    fn mbit(&self) -> f64 {
+    pub fn mbit(&self) -> f64 {
         let secs = self.done_at.map_or(f64::INFINITY, |t| t.as_secs_f64());
         self.data.len() as f64 * 8.0 / secs / 1e6
     }
@@ -36,12 +36,12 @@ impl Outcome {
     }
 }
 
-fn pattern(n: usize) -> Vec<u8> {
+pub(super) fn pattern(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
 }
 
 /// Sends `total` bytes from a sender over `fwd` to a receiver whose SACKs return over `rev`.
-fn run(
+pub(super) fn run(
     config: StreamConfig,
     rconfig: ReceiverConfig,
     fwd: Vec<LinkParams>,
@@ -239,11 +239,14 @@ proptest! {
     fn hostile_datagrams_do_not_panic(
         junk in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 0..40),
         sacks in proptest::collection::vec(
-            (0u64..20, any::<u32>(), proptest::collection::vec((1u32..30, 1u32..30), 0..6)),
+            (0u64..20, any::<u32>(), proptest::collection::vec((1u32..30, 1u32..30), 0..6),
+             proptest::collection::vec(0u64..30, 0..4)),
             0..40,
         ),
+        rack in any::<bool>(),
     ) {
-        let mut s = eight_out(FastRetransmit::SackDriven, Failover::Osctp);
+        let frt = if rack { FastRetransmit::Rack } else { FastRetransmit::SackDriven };
+        let mut s = eight_out(frt, Failover::Osctp);
         let mut r = StreamReceiver::new(ReceiverConfig::default());
         let mut buf = Vec::new();
         let mut now = Instant::ZERO;
@@ -251,7 +254,7 @@ proptest! {
             s.handle_datagram(now, 0, b);
             r.handle_datagram(now, 1, b);
         }
-        for (cum, a_rwnd, lens) in sacks {
+        for (cum, a_rwnd, lens, dups) in sacks {
             let mut gaps = Vec::new();
             let mut at = 0u32;
             for (skip, len) in lens {
@@ -260,7 +263,7 @@ proptest! {
             }
             now += Duration::from_millis(300);
             let mut b = Vec::new();
-            Chunk::Sack(Sack { path: 0, cum, a_rwnd, gaps }).emit(&mut b);
+            Chunk::Sack(Sack { path: 0, cum, a_rwnd, gaps, dups }).emit(&mut b);
             s.handle_datagram(now, 0, &b);
             s.handle_timeout(now);
             while s.poll_transmit(now, &mut buf).is_some() {}
@@ -620,6 +623,7 @@ fn sack(s: &mut StreamSender, now: Instant, cum: u64, gaps: &[(u32, u32)]) {
         cum,
         a_rwnd: 1 << 20,
         gaps: gaps.to_vec(),
+        dups: Vec::new(),
     })
     .emit(&mut b);
     s.handle_datagram(now, 0, &b);

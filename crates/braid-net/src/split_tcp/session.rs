@@ -8,7 +8,9 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::time::Duration;
 
-use braid_core::stream::{ReceiverConfig, StreamConfig, StreamReceiver, StreamSender};
+use braid_core::stream::{
+    FastRetransmit, ReceiverConfig, StreamConfig, StreamReceiver, StreamSender,
+};
 use braid_core::{Instant, PathId};
 use mio::net::TcpStream;
 
@@ -106,13 +108,16 @@ pub enum Request {
     Open { conn: u32, to: SocketAddr },
 }
 
-/// The sending end's options of a split-TCP stream (also what `trace-stream` measures).
+/// The sending end's options of a split-TCP stream (also what `trace-stream` measures and
+/// what `braid send` uses): oSCTP's, with random losses keeping the window and RACK's
+/// reordering allowance ([`FastRetransmit::Rack`], RFC 8985) in place of SD-FRT's count.
 pub fn stream_config() -> StreamConfig {
     StreamConfig {
         mtu: CHUNK_PAYLOAD,
         send_buffer: STREAM_BUFFER,
         initial_peer_rwnd: STREAM_BUFFER,
         random_loss: true,
+        fast_retransmit: FastRetransmit::Rack,
         ..StreamConfig::default()
     }
 }
