@@ -312,7 +312,7 @@ impl Session {
             });
         }
         // Only the bulk lane is refused for a full backlog (`session/send_queue.rs`).
-        let lane = self.send_queue.admit(packet);
+        let lane = self.send_queue.admit(packet, &self.scheduling.flows);
         let full = !lane.priority && self.scheduling.backlog_full;
         if self.send_queue.len() >= self.config.send_queue_limit || full {
             self.stats.send_queue_drops += 1;

@@ -63,9 +63,10 @@ impl Hash for Hashed {
     }
 }
 
-/// The table's hasher: hands [`Hashed::hash`] through.
+/// The table's hasher: hands [`Hashed::hash`] through (also for maps keyed by
+/// [`FlowTable::key_hash`]).
 #[derive(Default)]
-struct PassThrough(u64);
+pub(crate) struct PassThrough(u64);
 
 impl std::hash::Hasher for PassThrough {
     fn finish(&self) -> u64 {
@@ -254,9 +255,14 @@ impl FlowTable {
 
     fn hashed(&self, key: FlowKey) -> Hashed {
         Hashed {
-            hash: self.keys.hash_one(key),
+            hash: self.key_hash(key),
             key,
         }
+    }
+
+    /// The table's keyed hash of `key` (seeded by `flow_hash_seed`).
+    pub(crate) fn key_hash(&self, key: FlowKey) -> u64 {
+        self.keys.hash_one(key)
     }
 
     fn sweep(&mut self, now: Instant) {
@@ -479,4 +485,4 @@ impl FlowTable {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

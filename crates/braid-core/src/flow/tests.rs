@@ -3,7 +3,8 @@
 
 use super::*;
 
-fn tcp(sport: u16, seq: u32, flags: u8, payload: usize) -> Vec<u8> {
+/// An IPv4 TCP segment from port `sport` to 80 with `flags` and `payload` bytes.
+pub(crate) fn tcp(sport: u16, seq: u32, flags: u8, payload: usize) -> Vec<u8> {
     let mut p = vec![0u8; 40 + payload];
     p[0] = 0x45;
     p[9] = parse::PROTO_TCP;

@@ -127,8 +127,10 @@ impl Codel {
     }
 }
 
-/// Whether `packet` is payload of a long TCP flow's first transmission (see
-/// [`Session::is_bulk_data`]).
+/// Whether `packet` is a TCP segment carrying the data of a long flow, and not a
+/// retransmission: what the send queue may drop. Short flows and retransmissions pass:
+/// a short flow's loss costs it a timeout rather than slowing it, and a lost
+/// retransmission costs any flow one.
 pub(super) fn is_bulk_data(flows: &crate::flow::FlowTable, packet: &[u8]) -> bool {
     let Some(info) = crate::flow::parse::parse(packet) else {
         return false;
@@ -141,14 +143,6 @@ pub(super) fn is_bulk_data(flows: &crate::flow::FlowTable, packet: &[u8]) -> boo
 }
 
 impl Session {
-    /// Whether `packet` is a TCP segment carrying the data of a long flow, and not a
-    /// retransmission: what the send queue may drop. Short flows and retransmissions pass:
-    /// a short flow's loss costs it a timeout rather than slowing it, and a lost
-    /// retransmission costs any flow one.
-    pub(super) fn is_bulk_data(&self, packet: &[u8]) -> bool {
-        is_bulk_data(&self.scheduling.flows, packet)
-    }
-
     /// The standing queue a packet of `wire_bytes` arriving at `now` would wait in: the
     /// least, over the usable paths (the live ones if none is usable), of the wait the
     /// delay-based scheduler predicts on the path, its queue estimate and, for a path at
@@ -187,7 +181,7 @@ impl Session {
         if !self.config.aqm {
             return false;
         }
-        if !self.is_bulk_data(packet) {
+        if !is_bulk_data(&self.scheduling.flows, packet) {
             return false;
         }
         let wire_bytes =

@@ -20,11 +20,11 @@
 //! The demo's part (c) (a 2 Mbit/s video beside a download while the better link is cut,
 //! `braid demo --sim`) and trace-web measured it (docs/benchmarks.md, "Two lanes").
 
-use std::collections::hash_map::{DefaultHasher, Entry};
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, BuildHasherDefault};
+use std::hash::BuildHasherDefault;
 
-use crate::flow::parse;
+use crate::flow::{parse, FlowTable, PassThrough};
 
 /// Most packets of one flow in the priority lane. Set on trace-web and the demo's part
 /// (c) (docs/benchmarks.md, "Two lanes": 2, 4 and 8 measured).
@@ -37,7 +37,7 @@ struct Queued {
     /// The data sequence number of a failover resend; others get theirs when they leave.
     fixed: Option<u32>,
     packet: Vec<u8>,
-    /// Hash of its flow's key, when counted in [`SendQueue::flows`].
+    /// Its flow's [`FlowTable::key_hash`], when counted in [`SendQueue::flows`].
     flow: Option<u64>,
 }
 
@@ -60,19 +60,21 @@ pub(crate) struct Admission {
 pub(crate) struct SendQueue {
     priority: VecDeque<Queued>,
     bulk: VecDeque<Queued>,
-    flows: HashMap<u64, FlowQueued, BuildHasherDefault<DefaultHasher>>,
+    /// By [`FlowTable::key_hash`] (already a keyed hash: handed through).
+    flows: HashMap<u64, FlowQueued, BuildHasherDefault<PassThrough>>,
 }
 
 impl SendQueue {
-    /// Which lane `packet` would join (nothing is changed until [`SendQueue::push`]).
-    pub(crate) fn admit(&self, packet: &[u8]) -> Admission {
+    /// Which lane `packet` would join (nothing is changed until [`SendQueue::push`]); its
+    /// flow is keyed by `flows`' hash.
+    pub(crate) fn admit(&self, packet: &[u8], flows: &FlowTable) -> Admission {
         let Some(info) = parse::parse(packet) else {
             return Admission {
                 priority: false,
                 flow: None,
             };
         };
-        let hash = self.flows.hasher().hash_one(info.key);
+        let hash = flows.key_hash(info.key);
         let q = self.flows.get(&hash).copied().unwrap_or_default();
         Admission {
             priority: q.bulk == 0
@@ -188,26 +190,17 @@ impl SendQueue {
 mod tests {
     use super::*;
 
-    /// An IPv4 TCP segment of flow `port` with sequence number `seq` and `len` bytes.
+    use crate::flow::tests::tcp as segment;
+
     fn tcp(port: u16, seq: u32, len: usize) -> Vec<u8> {
-        let mut p = vec![0u8; 40 + len];
-        p[0] = 0x45;
-        let total = (40 + len) as u16;
-        p[2..4].copy_from_slice(&total.to_be_bytes());
-        p[8] = 64;
-        p[9] = parse::PROTO_TCP;
-        p[12..16].copy_from_slice(&[10, 0, 0, 1]);
-        p[16..20].copy_from_slice(&[10, 0, 0, 2]);
-        p[20..22].copy_from_slice(&port.to_be_bytes());
-        p[22..24].copy_from_slice(&80u16.to_be_bytes());
-        p[24..28].copy_from_slice(&seq.to_be_bytes());
-        p[32] = 5 << 4;
-        p[33] = 0x10;
-        p
+        segment(port, seq, 0x10, len)
     }
 
     fn push(q: &mut SendQueue, p: Vec<u8>) -> bool {
-        let a = q.admit(&p);
+        let a = q.admit(
+            &p,
+            &FlowTable::new(64, std::time::Duration::from_secs(60), 7),
+        );
         q.push(a, p);
         a.priority
     }
