@@ -513,6 +513,7 @@ mod tests {
         let opts = Options {
             quick: true,
             seed: 1,
+            trace_offset_s: 0.0,
             progress: None,
         };
         let rows = [

@@ -82,9 +82,17 @@ pub struct Options<'a> {
     pub quick: bool,
     /// Seed of every simulated run.
     pub seed: u64,
+    /// How far into its trace every recorded link starts, seconds (modulo the trace's
+    /// length), in the benchmarks of [`TRACE_OFFSET_BENCHES`]; 0 elsewhere.
+    pub trace_offset_s: f64,
     /// Called with a label and the fraction done, for progress display.
     pub progress: Option<Progress<'a>>,
 }
+
+/// The benchmarks that take [`Options::trace_offset_s`]: the recorded-trace sets of
+/// `trace_bench`, run over another stretch of their recordings (the traces hold no
+/// randomness, so the seed alone leaves their bulk runs unchanged).
+pub const TRACE_OFFSET_BENCHES: [&str; 3] = ["trace-bulk", "trace-web", "trace-pairs"];
 
 impl Options<'_> {
     /// Reports progress, if anyone listens.

@@ -209,6 +209,7 @@ mod tests {
         let mut opts = Options {
             quick: true,
             seed: 1,
+            trace_offset_s: 0.0,
             progress: None,
         };
         let r = PrismFig9.run(&mut opts).unwrap();

@@ -53,6 +53,15 @@ struct SetRuns<'a> {
     systems: Vec<Report>,
 }
 
+/// Where the runs' traces start, for the notes: nothing at their start.
+fn stretch(opts: &Options<'_>) -> String {
+    if opts.trace_offset_s > 0.0 {
+        format!(", every trace from {} s into it", opts.trace_offset_s)
+    } else {
+        String::new()
+    }
+}
+
 /// Checks that every trace of `sets` is in `dir`, naming the missing ones.
 pub(crate) fn check_traces(bench: &str, sets: &[TraceSet], dir: &Path) -> Result<(), BenchError> {
     let missing = trace_sets::missing(sets, dir);
@@ -67,45 +76,22 @@ pub(crate) fn check_traces(bench: &str, sets: &[TraceSet], dir: &Path) -> Result
     }
 }
 
-/// The `[[path]]` tables of a set: each downlink its trace, each uplink constant.
-fn paths(set: &TraceSet) -> String {
+/// The `[[path]]` tables of a set: each downlink its trace from `offset_s` into it, each
+/// uplink constant.
+fn paths(set: &TraceSet, offset_s: f64) -> String {
+    let offset = if offset_s > 0.0 {
+        format!(", trace_offset_s = {offset_s}")
+    } else {
+        String::new()
+    };
     set.links
         .iter()
         .map(|l| {
             format!(
                 "[[path]]\nname = \"{}\"\nup = {{ rate_kbps = {UPLINK_KBPS}, delay_ms = {} }}\n\
-                 down = {{ trace = \"{}\", delay_ms = {} }}\n",
+                 down = {{ trace = \"{}\", delay_ms = {}{offset} }}\n",
                 l.name, l.delay_ms, l.trace, l.delay_ms
             )
-        })
-        .collect()
-}
-
-/// A set's scenarios for `workload`: each link alone (direct TCP or UDP over it), then
-/// each of [`SYSTEMS`].
-fn scenarios(
-    set: &TraceSet,
-    label: &str,
-    workload: &str,
-    duration_s: f64,
-    seed: u64,
-    dir: &Path,
-    traces: &mut TraceCache,
-) -> Result<Vec<Scenario>, BenchError> {
-    let p = paths(set);
-    let duration_s = duration_s * set.time_share;
-    let engines = set
-        .links
-        .iter()
-        .map(|l| (l.name.to_owned(), format!("direct = \"{}\"", l.name)))
-        .chain(SYSTEMS.iter().map(|s| (s.to_string(), engine_of(s))));
-    engines
-        .map(|(system, engine)| {
-            let name = format!("{}-{label}-{system}", set.name);
-            let text = format!(
-                "name = \"{name}\"\nduration_s = {duration_s}\nseed = {seed}\n[engine]\n{engine}\n{p}\n{workload}"
-            );
-            Ok(Scenario::parse(&text, &name, dir, traces)?)
         })
         .collect()
 }
@@ -133,11 +119,19 @@ fn run_costliest_first(
 
 /// The simulator's work for a set's run of `duration_s`, roughly: its links' summed mean
 /// capacity times the simulated time.
-fn cost(set: &TraceSet, dir: &Path, duration_s: f64, traces: &mut TraceCache) -> f64 {
+fn cost(
+    set: &TraceSet,
+    dir: &Path,
+    offset_s: f64,
+    duration_s: f64,
+    traces: &mut TraceCache,
+) -> f64 {
     let d = duration_s * set.time_share;
     set.links
         .iter()
-        .map(|l| trace_sets::window_rate_bps(traces, &dir.join(l.trace), d).unwrap_or(0.0))
+        .map(|l| {
+            trace_sets::window_rate_bps(traces, &dir.join(l.trace), offset_s, d).unwrap_or(0.0)
+        })
         .sum::<f64>()
         * d
 }
@@ -146,23 +140,53 @@ fn cost(set: &TraceSet, dir: &Path, duration_s: f64, traces: &mut TraceCache) ->
 struct Batch<'d> {
     dir: &'d Path,
     seed: u64,
+    offset_s: f64,
     traces: TraceCache,
     scenarios: Vec<Scenario>,
     cost: Vec<f64>,
 }
 
 impl<'d> Batch<'d> {
-    fn new(dir: &'d Path, seed: u64) -> Batch<'d> {
+    fn new(dir: &'d Path, seed: u64, offset_s: f64) -> Batch<'d> {
         Batch {
             dir,
             seed,
+            offset_s,
             traces: TraceCache::new(),
             scenarios: Vec::new(),
             cost: Vec::new(),
         }
     }
 
-    /// Adds a set's runs of `workload` (see [`scenarios`]); `rate_bps`, when given, is the
+    /// A set's scenarios for `workload`: each link alone (direct TCP or UDP over it), then
+    /// each of [`SYSTEMS`].
+    fn scenarios(
+        &mut self,
+        set: &TraceSet,
+        label: &str,
+        workload: &str,
+        duration_s: f64,
+    ) -> Result<Vec<Scenario>, BenchError> {
+        let p = paths(set, self.offset_s);
+        let duration_s = duration_s * set.time_share;
+        let seed = self.seed;
+        let engines = set
+            .links
+            .iter()
+            .map(|l| (l.name.to_owned(), format!("direct = \"{}\"", l.name)))
+            .chain(SYSTEMS.iter().map(|s| (s.to_string(), engine_of(s))));
+        engines
+            .map(|(system, engine)| {
+                let name = format!("{}-{label}-{system}", set.name);
+                let text = format!(
+                    "name = \"{name}\"\nduration_s = {duration_s}\nseed = {seed}\n[engine]\n{engine}\n{p}\n{workload}"
+                );
+                Ok(Scenario::parse(&text, &name, self.dir, &mut self.traces)?)
+            })
+            .collect()
+    }
+
+    /// Adds a set's runs of `workload` (see [`Batch::scenarios`]); `rate_bps`, when given, is the
     /// rate the workload offers, which bounds the work better than the links' capacity.
     fn add(
         &mut self,
@@ -172,18 +196,10 @@ impl<'d> Batch<'d> {
         duration_s: f64,
         rate_bps: Option<f64>,
     ) -> Result<(), BenchError> {
-        let runs = scenarios(
-            set,
-            label,
-            workload,
-            duration_s,
-            self.seed,
-            self.dir,
-            &mut self.traces,
-        )?;
+        let runs = self.scenarios(set, label, workload, duration_s)?;
         let c = match rate_bps {
             Some(r) => r * duration_s * set.time_share,
-            None => cost(set, self.dir, duration_s, &mut self.traces),
+            None => cost(set, self.dir, self.offset_s, duration_s, &mut self.traces),
         };
         self.cost.extend(std::iter::repeat_n(c, runs.len()));
         self.scenarios.extend(runs);
@@ -195,7 +211,7 @@ impl<'d> Batch<'d> {
     }
 }
 
-/// Splits `reports`, in the order [`scenarios`] made them set after set.
+/// Splits `reports`, in the order [`Batch::scenarios`] made them set after set.
 fn split<'a>(sets: &'a [TraceSet], reports: &mut impl Iterator<Item = Report>) -> Vec<SetRuns<'a>> {
     sets.iter()
         .map(|set| SetRuns {
@@ -248,13 +264,20 @@ pub(crate) fn worst(values: &[f64]) -> f64 {
     )
 }
 
-fn links_json(set: &TraceSet, dir: &Path, duration_s: f64, traces: &mut TraceCache) -> Value {
+fn links_json(
+    set: &TraceSet,
+    dir: &Path,
+    offset_s: f64,
+    duration_s: f64,
+    traces: &mut TraceCache,
+) -> Value {
     set.links
         .iter()
         .map(|l| {
             let mbps = trace_sets::window_rate_bps(
                 traces,
                 &dir.join(l.trace),
+                offset_s,
                 duration_s * set.time_share,
             )
             .map_or(f64::NAN, |r| r / 1e6);
@@ -490,14 +513,15 @@ fn web_workload(scale: f64) -> String {
 fn web_scale(
     set: &TraceSet,
     dir: &Path,
+    offset_s: f64,
     duration_s: f64,
     traces: &mut TraceCache,
 ) -> Result<f64, BenchError> {
     let mut best: f64 = 0.0;
     for l in set.links {
-        let r =
-            trace_sets::window_rate_bps(traces, &dir.join(l.trace), duration_s * set.time_share)
-                .map_err(|e| BenchError::Other(format!("{}: {e}", set.name)))?;
+        let d = duration_s * set.time_share;
+        let r = trace_sets::window_rate_bps(traces, &dir.join(l.trace), offset_s, d)
+            .map_err(|e| BenchError::Other(format!("{}: {e}", set.name)))?;
         best = best.max(r);
     }
     Ok((WEB_UTILIZATION * best / WEB_BPS_PER_SCALE * 10.0)
@@ -528,7 +552,7 @@ impl Bench for TraceBulk {
         let duration = if opts.quick { 60.0 } else { 120.0 };
         let dir = trace_sets::traces_dir();
         check_traces(self.name(), SETS, &dir)?;
-        let mut batch = Batch::new(&dir, opts.seed);
+        let mut batch = Batch::new(&dir, opts.seed, opts.trace_offset_s);
         for set in SETS {
             batch.add(set, "bulk", &bulk_workload(), duration, None)?;
         }
@@ -577,7 +601,7 @@ impl Bench for TraceBulk {
                 o.insert("what".into(), json!(r.set.what));
                 o.insert(
                     "links".into(),
-                    links_json(r.set, &dir, duration, &mut traces),
+                    links_json(r.set, &dir, opts.trace_offset_s, duration, &mut traces),
                 );
             }
             rows.push(v);
@@ -621,11 +645,12 @@ impl Bench for TraceBulk {
                     median(&ratios[2]),
                 ),
                 format!(
-                    "one TCP download (the Linux-like model) for {duration} s, seed {}; each link alone \
+                    "one TCP download (the Linux-like model) for {duration} s, seed {}{}; each link alone \
                      is direct TCP over it; braid with its defaults, capacities learned; every downlink \
                      its trace from traces/ with the set's one-way delay both ways, every uplink a \
                      constant {UPLINK_KBPS} kbit/s, queues 250 ms at the link's mean rate",
-                    opts.seed
+                    opts.seed,
+                    stretch(opts),
                 ),
                 format!(
                     "drops/MB: packets dropped at full link queues (both ways) per MB the downlinks \
@@ -660,10 +685,10 @@ impl Bench for TraceWeb {
         let dir = trace_sets::traces_dir();
         check_traces(self.name(), SETS, &dir)?;
         let mut traces = TraceCache::new();
-        let mut batch = Batch::new(&dir, opts.seed);
+        let mut batch = Batch::new(&dir, opts.seed, opts.trace_offset_s);
         let mut scales = Vec::new();
         for set in SETS {
-            let scale = web_scale(set, &dir, web_s, &mut traces)?;
+            let scale = web_scale(set, &dir, opts.trace_offset_s, web_s, &mut traces)?;
             scales.push(scale);
             batch.add(set, "web", &web_workload(scale), web_s, None)?;
         }
@@ -716,6 +741,7 @@ impl Bench for TraceWeb {
                     trace_sets::window_rate_bps(
                         &mut traces,
                         &dir.join(l.trace),
+                        opts.trace_offset_s,
                         web_s * w.set.time_share,
                     )
                     .unwrap_or(f64::NAN)
@@ -747,7 +773,7 @@ impl Bench for TraceWeb {
             ]);
             rows.push(json!({
                 "set": w.set.name, "what": w.set.what,
-                "links": links_json(w.set, &dir, web_s, &mut traces),
+                "links": links_json(w.set, &dir, opts.trace_offset_s, web_s, &mut traces),
                 "web_scale": scales[k], "best_link_busy": busy,
                 "web": wr.json(w), "video": vr.json(v),
             }));
@@ -791,12 +817,13 @@ impl Bench for TraceWeb {
                     median(&ratios[2]),
                 ),
                 format!(
-                    "web: SURGE flows for {web_s} s, seed {}, at the load scale that offers {WEB_UTILIZATION} \
+                    "web: SURGE flows for {web_s} s, seed {}{}, at the load scale that offers {WEB_UTILIZATION} \
                      of the set's best link's mean capacity over the run ({:.0} kbit/s per unit of scale): \
                      a link so loaded is busy about half the time ('best busy': its downlink's bytes \
                      over its capacity, alone). Median FCT over every flow started, those unfinished \
                      at the end counted as the slowest (infinite when fewer than half finished)",
                     opts.seed,
+                    stretch(opts),
                     WEB_BPS_PER_SCALE / 1e3
                 ),
                 format!(
@@ -842,7 +869,7 @@ impl Bench for TracePairs {
         let sets = &SETS[..ISSUE_PAIRS];
         let dir = trace_sets::traces_dir();
         check_traces(self.name(), sets, &dir)?;
-        let mut batch = Batch::new(&dir, opts.seed);
+        let mut batch = Batch::new(&dir, opts.seed, opts.trace_offset_s);
         for set in sets {
             batch.add(set, "bulk", &bulk_workload(), bulk_s, None)?;
         }
@@ -892,7 +919,7 @@ impl Bench for TracePairs {
             ]);
             rows.push(json!({
                 "set": b.set.name,
-                "links": links_json(b.set, &dir, bulk_s, &mut traces),
+                "links": links_json(b.set, &dir, opts.trace_offset_s, bulk_s, &mut traces),
                 "bulk": br.json(b), "web": wr.json(w),
                 "bulk_queue_drops": { "alone": b.alone.iter().map(queue_drops).sum::<u64>(),
                                       "braid": queue_drops(&b.systems[0]) },
@@ -915,7 +942,8 @@ impl Bench for TracePairs {
                 "issue 18's settings: one bulk TCP download for {bulk_s} s, web flows at load scale \
                  {PAIRS_WEB_SCALE} for {web_s} s, each uplink a constant {UPLINK_KBPS} kbit/s; run it \
                  with --seed 3 as the issue did. drops: packets dropped at full link queues in the \
-                 bulk runs (alone: both links' runs together)"
+                 bulk runs (alone: both links' runs together){}",
+                stretch(opts)
             )],
             table,
         })
@@ -980,7 +1008,7 @@ mod tests {
                 },
             ],
         };
-        let scale = web_scale(&set, dir, 10.0, &mut traces).unwrap();
+        let scale = web_scale(&set, dir, 0.0, 10.0, &mut traces).unwrap();
         let want = 0.5 * 14.4e6 / WEB_BPS_PER_SCALE;
         assert!((scale - want).abs() <= 0.05, "{scale} {want}");
     }

@@ -266,20 +266,23 @@ pub fn missing(sets: &[TraceSet], dir: &Path) -> Vec<&'static str> {
     out
 }
 
-/// Mean capacity (bit/s) of the trace at `path` over `duration_s` from its start, the file
-/// looping as the link loops it.
+/// Mean capacity (bit/s) of the trace at `path` over `duration_s` from `offset_s` into it,
+/// the file looping as the link loops it.
 pub fn window_rate_bps(
     traces: &mut TraceCache,
     path: &Path,
+    offset_s: f64,
     duration_s: f64,
 ) -> Result<f64, braid_sim::link::LinkConfigError> {
     let t = traces.load(path)?;
     let period = t.period_ms();
-    let end = (duration_s * 1000.0) as u64;
     let ops = t.opportunities_ms();
-    let whole = end / period;
-    let rest = end % period;
-    let n = whole * ops.len() as u64 + ops.partition_point(|&ms| ms <= rest) as u64;
+    // Opportunities at or before `ms`, counting from the trace's start.
+    let upto = |ms: u64| {
+        (ms / period) * ops.len() as u64 + ops.partition_point(|&o| o <= ms % period) as u64
+    };
+    let start = (offset_s * 1000.0) as u64 % period;
+    let n = upto(start + (duration_s * 1000.0) as u64) - if start == 0 { 0 } else { upto(start) };
     Ok(n as f64 * 1500.0 * 8.0 / duration_s)
 }
 
@@ -305,10 +308,18 @@ mod tests {
         let p = Path::new("gen");
         // Two opportunities per 10 ms period: 2.4 Mbit/s.
         traces.insert(braid_sim::link::Trace::parse(p, "5\n10\n").unwrap());
-        let r = window_rate_bps(&mut traces, p, 1.0).unwrap();
+        let r = window_rate_bps(&mut traces, p, 0.0, 1.0).unwrap();
         assert!((r - 2.4e6).abs() < 1.0, "{r}");
         // 25 ms: two whole periods and the first opportunity of the third.
-        let r = window_rate_bps(&mut traces, p, 0.025).unwrap();
+        let r = window_rate_bps(&mut traces, p, 0.0, 0.025).unwrap();
         assert!((r - 5.0 * 12_000.0 / 0.025).abs() < 1.0, "{r}");
+        // From 7 ms: the opportunities at 10, 15, 20, 25 and 30 ms.
+        let r = window_rate_bps(&mut traces, p, 0.007, 0.025).unwrap();
+        assert!((r - 5.0 * 12_000.0 / 0.025).abs() < 1.0, "{r}");
+        // From 12 ms for 5 ms: only 15 ms; an offset past the period wraps.
+        let r = window_rate_bps(&mut traces, p, 0.012, 0.005).unwrap();
+        assert!((r - 12_000.0 / 0.005).abs() < 1.0, "{r}");
+        let r2 = window_rate_bps(&mut traces, p, 0.102, 0.005).unwrap();
+        assert_eq!(r, r2);
     }
 }

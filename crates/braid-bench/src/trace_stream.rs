@@ -94,7 +94,7 @@ impl Bench for TraceStream {
         for ((set, o), &d) in SETS.iter().zip(&outcomes).zip(&secs) {
             let mut capacity = 0.0;
             for l in set.links {
-                capacity += trace_sets::window_rate_bps(&mut traces, &dir.join(l.trace), d)
+                capacity += trace_sets::window_rate_bps(&mut traces, &dir.join(l.trace), 0.0, d)
                     .map_err(|e| BenchError::Other(format!("{}: {e}", l.trace)))?
                     / 1e6;
             }

@@ -88,6 +88,7 @@ fn lab(a: &Args) -> anyhow::Result<()> {
     let mut opts = braid_bench::Options {
         quick: a.quick,
         seed: a.seed,
+        trace_offset_s: 0.0,
         progress: None,
     };
     let report = braid_bench::lab_demo::run(&mut opts, &mut live)?;
@@ -109,6 +110,7 @@ fn sim(a: &Args, why: &str) -> anyhow::Result<()> {
     let mut opts = braid_bench::Options {
         quick: a.quick,
         seed: a.seed,
+        trace_offset_s: 0.0,
         progress: Some(&mut cb),
     };
     let report = braid_bench::demo::run(&mut opts)?;

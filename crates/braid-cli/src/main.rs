@@ -89,6 +89,19 @@ struct BenchArgs {
     /// beside the simulated ones from another).
     #[arg(long, value_name = "FILE")]
     save: Option<std::path::PathBuf>,
+    /// With trace-bulk, trace-web or trace-pairs: start every recorded link this many
+    /// seconds into its trace (modulo the trace's length), to run the same sets over
+    /// another stretch of their recordings.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0, value_parser = non_negative_seconds)]
+    trace_offset: f64,
+}
+
+/// A finite, non-negative number of seconds.
+fn non_negative_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a number of seconds (0 or more)")),
+    }
 }
 
 fn main() -> std::process::ExitCode {
@@ -169,6 +182,13 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
     let Some(name) = a.name else {
         anyhow::bail!("name a benchmark (braid bench --list shows them)");
     };
+    let offset_taken = braid_bench::TRACE_OFFSET_BENCHES.contains(&name.as_str());
+    if a.trace_offset != 0.0 && !offset_taken {
+        anyhow::bail!(
+            "--trace-offset goes with one of {}, not `{name}`",
+            braid_bench::TRACE_OFFSET_BENCHES.join(", ")
+        );
+    }
     if name == "all" {
         let plan = report::all::Plan {
             quick: a.quick,
@@ -186,6 +206,7 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
     let mut opts = braid_bench::Options {
         quick: a.quick,
         seed: a.seed,
+        trace_offset_s: a.trace_offset,
         progress: Some(&mut cb),
     };
     #[expect(

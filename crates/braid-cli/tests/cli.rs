@@ -223,6 +223,14 @@ fn report_from_saved_lines_writes_the_page_and_bad_input_is_named() {
     let o = braid(&["bench", "prism-fig7", "--skip-lab"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("bench all"), "{}", stderr(&o));
+
+    // A trace offset only moves the recorded-trace benchmarks, and is a time.
+    let o = braid(&["bench", "prism-fig7", "--trace-offset", "12"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("trace-bulk"), "{}", stderr(&o));
+    let o = braid(&["bench", "trace-bulk", "--trace-offset=-1"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("number of seconds"), "{}", stderr(&o));
 }
 
 #[test]

@@ -184,6 +184,7 @@ pub fn run_list(
                 let mut opts = braid_bench::Options {
                     quick: plan.quick,
                     seed: plan.seed,
+                    trace_offset_s: 0.0,
                     progress: Some(&mut cb),
                 };
                 // A panic in one benchmark is its failure, not the end of the run.
