@@ -106,6 +106,7 @@ fn rpc_json(st: braid_core::rpc::RpcStats) -> serde_json::Value {
         "released_on_timeout": st.released_on_timeout,
         "released_on_overflow": st.released_on_overflow,
         "paced": st.paced,
+        "split_acks": st.split_acks,
         "sack_clipped": st.sack_clipped,
         "losses": st.losses,
         "losses_spurious": st.losses_spurious,

@@ -23,7 +23,10 @@
 //! - In NORMAL state released ACKs go out paced (Algorithm 2, line 6): the held ones
 //!   released together, and any behind them, spaced by the bytes each acknowledges at
 //!   [`RpcConfig::peak_rate_pct`] of the links' aggregate rate, so that the sender's reply
-//!   to a filled hole is not one burst. Entering LOSS sends what waits at once.
+//!   to a filled hole is not one burst. Entering LOSS sends what waits at once. A
+//!   released ACK that acknowledges more than two segments beyond the one before it goes
+//!   out as a paced series of copies, each acknowledging two more (the paper paces only
+//!   the held ACKs; a jump with none held would otherwise release a window at once).
 //!
 //! Never does a released ACK acknowledge more than the receiver has. TSval is raised to
 //! the highest already released on the flow, since re-sequenced ACKs may carry older
@@ -416,6 +419,7 @@ impl RpcFlow {
         };
         let before = self.released_ack;
         let mut rw = Rewrite::default();
+        let mut to_ack = None;
         if let Some(wire_ack) = seg.ack {
             let own = seq::extend(wire_ack, self.meta.cum());
             let cum = self.meta.cum();
@@ -424,6 +428,7 @@ impl RpcFlow {
                 Form::Original => own.max(cum),
             }
             .clamp(self.released_ack.min(cum), cum);
+            to_ack = Some(to);
             self.released_ack = self.released_ack.max(to);
             if to != own {
                 rw.ack = Some(seq::wire(to));
@@ -439,9 +444,34 @@ impl RpcFlow {
                 _ => self.released_tsval = Some(tsval),
             }
         }
+        // A cumulative ACK that jumps far (a hole filled with no duplicates held behind
+        // it, or the full ACK ending LOSS) goes out as a paced series of ACKs, each
+        // acknowledging at most `SPLIT_BYTES` more: released at once it would let the
+        // sender send a whole window at once into the links' queues. The paper paces the
+        // held ACKs only (Algorithm 2, line 6); this paces the same jump when none are
+        // held.
+        let mut at = before;
+        if let Some(to) = to_ack.filter(|_| self.paces()) {
+            while to > at + SPLIT_BYTES {
+                at += SPLIT_BYTES;
+                let mut copy = packet.clone();
+                let step = Rewrite {
+                    ack: Some(seq::wire(at)),
+                    ..rw
+                };
+                segment::rewrite(&mut copy, &seg, step);
+                stats.split_acks += 1;
+                self.emit(now, copy, SPLIT_BYTES, out, stats);
+            }
+        }
         segment::rewrite(&mut packet, &seg, rw);
-        let acked = self.released_ack.saturating_sub(before);
+        let acked = self.released_ack.saturating_sub(at);
         self.emit(now, packet, acked, out, stats);
+    }
+
+    /// Whether released ACKs go through the pacer now.
+    fn paces(&self) -> bool {
+        self.pace_bps.is_some() && self.state == RpcState::Normal
     }
 
     /// `seg`'s SACK blocks cut at the lowest segment still in flight, if that changes
@@ -485,6 +515,10 @@ impl RpcFlow {
         Some((blocks, n))
     }
 }
+
+/// The most a released ACK acknowledges beyond the one before it when paced: two
+/// full-sized segments, as a delayed ACK does.
+const SPLIT_BYTES: u64 = 2 * 1460;
 
 /// How long `bytes` take at `bps`.
 fn pace_gap(bytes: u64, bps: f64) -> Duration {

@@ -138,6 +138,8 @@ pub struct RpcStats {
     pub released_on_timeout: u64,
     /// Released ACKs that waited for the pacer (Algorithm 2, line 6).
     pub paced: u64,
+    /// ACKs added to split a far jump of the cumulative ACK into paced steps.
+    pub split_acks: u64,
     /// Released ACKs whose SACK blocks were cut at data still in flight.
     pub sack_clipped: u64,
     /// Held ACKs released because the flow's buffer was full or the flow went away.

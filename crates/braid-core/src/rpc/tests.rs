@@ -272,6 +272,38 @@ fn held_acks_released_together_are_paced() {
 }
 
 #[test]
+fn a_far_jump_of_the_cumulative_ack_goes_out_in_paced_steps() {
+    let t = Instant::from_millis;
+    for paced in [true, false] {
+        let mut rpc = Rpc::new(RpcConfig::default());
+        if paced {
+            // 2 Mbit/s with pacing at 125%: 2920 bytes every 11.68 ms.
+            rpc.set_link_bandwidth(1, Some(1.6e6));
+        }
+        for n in 20..29 {
+            rpc.on_data(t(0), 1, &data(n));
+        }
+        // Nine segments acknowledged at once, no duplicate held before.
+        rpc.on_ack(t(10), ack_packet(false, 29, &[], 5));
+        if !paced {
+            assert_eq!(released(&mut rpc), vec![(29, 0, 5)]);
+            assert_eq!(rpc.stats().split_acks, 0);
+            continue;
+        }
+        // Steps of 2920 bytes (20 + 2.92, 5.84, 8.76 segments), the first at once.
+        assert_eq!(released(&mut rpc), vec![(22, 0, 5)]);
+        rpc.handle_timeout(t(21));
+        assert!(released(&mut rpc).is_empty());
+        rpc.handle_timeout(t(22));
+        assert_eq!(released(&mut rpc), vec![(25, 0, 5)]);
+        rpc.handle_timeout(t(46));
+        assert_eq!(released(&mut rpc), vec![(28, 0, 5), (29, 0, 5)]);
+        assert_eq!(rpc.stats().split_acks, 3);
+        assert_eq!(rpc.poll_timeout(), None);
+    }
+}
+
+#[test]
 fn what_it_cannot_read_passes_untouched() {
     let mut rpc = Rpc::new(RpcConfig::default());
     let udp = {

@@ -120,6 +120,12 @@ pub struct SenderStats {
     /// Negative ACKs TCP-PRISM acted on (`tcp_cc = "prism"`).
     #[serde(skip_serializing_if = "is_zero")]
     pub nacks: u64,
+    /// Recoveries TCP-PRISM re-entered, with no cut, for segments still marked lost.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub prism_resumed_recoveries: u64,
+    /// Milliseconds spent in fast recovery or RTO recovery, where the window does not grow.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub recovery_ms: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -134,6 +140,8 @@ impl SenderStats {
         self.timeouts += o.timeouts;
         self.loss_probes += o.loss_probes;
         self.nacks += o.nacks;
+        self.prism_resumed_recoveries += o.prism_resumed_recoveries;
+        self.recovery_ms += o.recovery_ms;
     }
 }
 
@@ -189,6 +197,8 @@ pub struct Sender {
     prism: bool,
     /// The links whose loss cut the window in this recovery.
     prism_cut: Vec<u8>,
+    /// When the current recovery (fast or RTO) began, for `SenderStats::recovery_ms`.
+    recovering_since: Option<Instant>,
 }
 
 impl Sender {
@@ -239,6 +249,7 @@ impl Sender {
             stats: SenderStats::default(),
             prism: false,
             prism_cut: Vec::new(),
+            recovering_since: None,
         }
     }
 
@@ -475,8 +486,14 @@ impl Sender {
             }
             _ => 0,
         };
+        // TCP-PRISM (PRISM §6.2.2) learns its losses from the negative ACKs alone: it
+        // "does not wait for more duplicate ACKs, nor does retransmit all packets which
+        // are ambiguously believed to have been lost", so neither RACK on the SACK blocks
+        // nor duplicate ACKs mark anything (its retransmission timer still does).
         let newly_lost = nacked
-            + if self.sack {
+            + if self.prism {
+                0
+            } else if self.sack {
                 self.detect_loss(now)
             } else {
                 if dupack {
@@ -503,8 +520,15 @@ impl Sender {
             self.rack.on_recovery_end();
         }
         if self.ca == CaState::Open && (newly_lost > 0 || self.board.lost_out() > 0) {
-            self.enter_recovery();
+            if self.prism {
+                // Segments still marked lost when the last recovery ended (a resend
+                // lost again): resent with no new cut; a NACK brings its own.
+                self.resume_recovery();
+            } else {
+                self.enter_recovery();
+            }
         }
+        self.note_recovery(now);
         if self.ca == CaState::Recovery {
             self.reduce_window(delivered, newly_lost, advanced);
         } else if advanced && self.is_cwnd_limited() {
@@ -579,6 +603,30 @@ impl Sender {
             self.cc.on_proportional_decrease(share, target);
         }
         marked
+    }
+
+    /// Accounts the time spent outside the Open state.
+    fn note_recovery(&mut self, now: Instant) {
+        match (self.ca == CaState::Open, self.recovering_since) {
+            (false, None) => self.recovering_since = Some(now),
+            (true, Some(t)) => {
+                self.stats.recovery_ms += (now - t).as_millis() as u64;
+                self.recovering_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// TCP-PRISM re-enters recovery for segments still marked lost, the window kept.
+    fn resume_recovery(&mut self) {
+        self.stats.prism_resumed_recoveries += 1;
+        self.ca = CaState::Recovery;
+        self.high_seq = self.nxt;
+        self.prior_cwnd = self.cc.window();
+        self.cc.on_proportional_decrease(0.0, self.cc.window());
+        self.prr_delivered = 0;
+        self.prr_out = 0;
+        self.tlp = None;
     }
 
     /// Linux `tcp_enter_recovery`: ssthresh from Cubic, PRR from here.
@@ -865,6 +913,7 @@ impl Sender {
                     return Err(Abort);
                 }
                 self.enter_loss();
+                self.note_recovery(now);
                 self.backoff += 1;
                 let at = now + self.rtt.backed_off(self.backoff);
                 self.timer = Some((at, Timer::Rto));
@@ -882,6 +931,7 @@ impl Sender {
                     self.enter_recovery();
                     self.reduce_window(1, 0, false);
                 }
+                self.note_recovery(now);
                 self.rearm(now, false);
             }
             Timer::Persist => {
