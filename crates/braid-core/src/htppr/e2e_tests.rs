@@ -252,6 +252,39 @@ fn sequence_numbers_wrap() {
 }
 
 #[test]
+fn finer_crcs_sent_unasked_save_a_round_trip_on_a_noisy_hare() {
+    // 5% of blocks damaged: nine packets in ten fail their CRC-32 (1 − 0.95^44).
+    let data = file(2 << 20, 29);
+    let asked = transfer(
+        &data,
+        &lossy(),
+        SenderConfig {
+            fine_unasked_above: 2.0,
+            ..SenderConfig::default()
+        },
+    );
+    let unasked = transfer(
+        &data,
+        &lossy(),
+        SenderConfig {
+            fine_unasked_above: 0.5,
+            ..SenderConfig::default()
+        },
+    );
+    check(&data, &asked);
+    check(&data, &unasked);
+    assert_eq!(asked.sender.fine_unasked, 0);
+    assert!(asked.receiver.crc_requests >= asked.receiver.arqs);
+    // The bursts before the first BIER report, and those while the estimate dips, still ask.
+    assert!(unasked.sender.fine_unasked > 1000, "{unasked:?}");
+    assert!(
+        unasked.receiver.crc_requests * 4 < unasked.receiver.arqs,
+        "{unasked:?}"
+    );
+    assert!(unasked.finished_at < asked.finished_at);
+}
+
+#[test]
 fn same_seed_same_transfer() {
     let data = file(300_000, 3);
     let a = transfer(&data, &lossy(), SenderConfig::default());

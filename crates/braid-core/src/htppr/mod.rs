@@ -65,6 +65,10 @@ pub struct SenderConfig {
     pub start_rate: usize,
     /// Whether the BIER autorate of §3.3 moves the rate.
     pub autorate: bool,
+    /// The share of packets expected to fail their CRC-32 (from the receiver's BIER) at and
+    /// above which their finer CRCs go with the burst notice, unasked (see [`sender`]); above
+    /// 1, never.
+    pub fine_unasked_above: f64,
     /// The first hare sequence number (16 bits on the wire, extended by both ends). A random
     /// one keeps a previous transfer's late hare packets from matching this one's.
     pub first_seq: u16,
@@ -81,6 +85,7 @@ impl Default for SenderConfig {
             rates_kbps: autorate::RATES_80211G_KBPS.to_vec(),
             start_rate: autorate::RATES_80211G_KBPS.len() - 1,
             autorate: true,
+            fine_unasked_above: sender::FINE_UNASKED_ABOVE,
             first_seq: 0,
         }
     }

@@ -116,6 +116,8 @@ struct Expect {
     crc: u32,
     rate: u8,
     state: ExpectState,
+    /// The finer CRCs, when the sender sent them with the notice (see [`super::sender`]).
+    fine: Option<FineCrcs>,
 }
 
 /// A hare packet waiting for its notice.
@@ -268,6 +270,9 @@ impl Receiver {
                 ToReceiver::Finish { chunks } => self.finish = Some(chunks),
             }
         }
+        if !self.pending.is_empty() {
+            self.resolve_pending();
+        }
         Ok(())
     }
 
@@ -382,6 +387,7 @@ impl Receiver {
                     crc,
                     rate,
                     state: ExpectState::Waiting,
+                    fine: None,
                 },
             );
         }
@@ -391,14 +397,19 @@ impl Receiver {
         self.max_announced = Some(self.max_announced.map_or(last, |m| m.max(last)));
         self.deadlines
             .push_back((now + self.cfg.nack_timeout, last));
-        // Packets that beat this notice over the hare can now be placed, in arrival order.
+        Ok(())
+    }
+
+    /// Places the packets that beat the notices over the hare, in arrival order. Called once
+    /// a whole message is read, so that finer CRCs sent with a notice are known when its
+    /// damaged packets are judged.
+    fn resolve_pending(&mut self) {
         let pending = std::mem::take(&mut self.pending);
         for p in pending {
             if let Resolution::Wait = self.resolve(&p) {
                 self.pending.push_back(p);
             }
         }
-        Ok(())
     }
 
     /// Places a hare packet: answers it, or drops it, or says it must wait for notices.
@@ -493,6 +504,10 @@ impl Receiver {
                     payload: payload.to_vec(),
                     weight,
                 };
+                if let Some(fine) = e.fine.take() {
+                    self.judge(seq, fine);
+                    return;
+                }
                 self.sample_in_order(seq, None);
             }
             self.stats.crc_requests += 1;
@@ -501,9 +516,19 @@ impl Receiver {
     }
 
     /// The finer CRCs of a packet that failed its CRC-32: answer it with an ARQ (§3.2).
+    /// A packet not yet arrived keeps them for when it does (sent with the notice).
     fn on_fine(&mut self, seq: u16, fine: FineCrcs) {
         let reference = self.max_announced.unwrap_or(0);
         let seq = seqcode::extend(seq, reference);
+        match self.expects.get_mut(&seq) {
+            Some(e) if matches!(e.state, ExpectState::Waiting) => e.fine = Some(fine),
+            Some(_) => self.judge(seq, fine),
+            None => {}
+        }
+    }
+
+    /// Judges a packet that failed its CRC-32 with its finer CRCs: answers it with an ARQ.
+    fn judge(&mut self, seq: u64, fine: FineCrcs) {
         if !matches!(
             self.expects.get(&seq).map(|e| &e.state),
             Some(ExpectState::Judging { .. })
