@@ -111,11 +111,23 @@ impl Bench for TraceStream {
                 s.timeouts.to_string(),
                 s.failures.to_string(),
             ]);
+            // The SACKs' return path: packets dropped at each uplink's full queue, and their
+            // mean wait there.
+            let uplink_dropped: Vec<u64> =
+                o.links.iter().map(|l| l.1.packets_dropped_queue).collect();
+            let uplink_queue_ms: Vec<f64> =
+                o.links.iter().map(|l| l.1.queue_delay_mean_ms).collect();
             rows.push(json!({
                 "set": set.name, "capacity_mbps": capacity, "goodput_mbps": mbps,
                 "of_capacity": ratio, "fast_retransmits": s.fast_retransmits,
                 "timeouts": s.timeouts, "failures": s.failures, "revivals": s.revivals,
                 "chunks_sent": s.chunks_sent, "seconds": d,
+                "spurious_timeouts": s.spurious_timeouts,
+                "spurious_retransmits": s.spurious_retransmits,
+                "sacks": o.receiver.sacks,
+                "sack_bytes": o.receiver.sack_bytes,
+                "sacks_held": o.receiver.sacks_held,
+                "uplink_dropped": uplink_dropped, "uplink_queue_ms": uplink_queue_ms,
             }));
         }
         let (w, m) = (worst(&ratios), median(&ratios));

@@ -24,6 +24,11 @@ const RECENT_ARRIVAL: Duration = Duration::from_millis(100);
 /// tiny chunks far ahead cannot grow the reassembly map past the buffer's bound.
 const HELD_OVERHEAD: usize = 64;
 
+/// [`ReceiverConfig::ack_ratio`]: the SACK bytes that may leave at once before the budget
+/// holds SACKs back, and the IP and UDP header charged on each datagram.
+const SACK_BURST: i64 = 4096;
+const DATAGRAM_OVERHEAD: usize = 28;
+
 /// Which path acknowledgements leave on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AckPath {
@@ -50,6 +55,15 @@ pub struct ReceiverConfig {
     pub ack_path: AckPath,
     /// RFC 4960 §6.2: at most 500 ms; 200 ms is usual.
     pub ack_delay: Duration,
+    /// A deviation from oSCTP §IV-C1 and RFC 4960 §6.7 (a SACK for each chunk after a
+    /// gap), off by default: SACK bytes are held to `1/n` of the DATA bytes received
+    /// (datagram headers included), with a burst of 4 kB. A SACK due beyond the budget
+    /// waits for more data or for `ack_delay`, and leaves then with everything since, so the
+    /// return path's load follows the forward rate as TCP's delayed acks do (RFC 5690's
+    /// ack ratio, fixed here). Without it an 80 Mbit/s download acknowledges each chunk
+    /// once a hole opens, up to 1 kB of gap blocks a SACK, and the SACKs fill a 3 Mbit/s
+    /// uplink's queue (trace-stream, docs/benchmarks.md).
+    pub ack_ratio: Option<u32>,
 }
 
 impl Default for ReceiverConfig {
@@ -58,6 +72,7 @@ impl Default for ReceiverConfig {
             buffer: 1 << 20,
             ack_path: AckPath::Latest,
             ack_delay: Duration::from_millis(200),
+            ack_ratio: None,
         }
     }
 }
@@ -70,6 +85,10 @@ pub struct ReceiverStats {
     /// Chunks dropped for want of buffer space.
     pub dropped: u64,
     pub sacks: u64,
+    /// SACK bytes sent, datagram headers included.
+    pub sack_bytes: u64,
+    /// SACKs held back by [`ReceiverConfig::ack_ratio`] (each hold counted once).
+    pub sacks_held: u64,
 }
 
 /// The receiving end of one stream.
@@ -97,6 +116,10 @@ pub struct StreamReceiver {
     /// TSNs received again since the last SACK, for its duplicate report (at most
     /// [`MAX_DUPS`]; more are counted in the stats only).
     dups: Vec<u64>,
+    /// [`ReceiverConfig::ack_ratio`]'s budget, bytes (negative: overspent).
+    sack_credit: i64,
+    /// The SACK now due is held by the budget (counted once).
+    held: bool,
     stats: ReceiverStats,
 }
 
@@ -121,6 +144,8 @@ impl StreamReceiver {
             last_rwnd: config.buffer,
             heartbeat_acks: VecDeque::new(),
             dups: Vec::new(),
+            sack_credit: SACK_BURST,
+            held: false,
             stats: ReceiverStats::default(),
         }
     }
@@ -130,7 +155,13 @@ impl StreamReceiver {
         match Chunk::parse(bytes) {
             Ok(Chunk::Data {
                 tsn, fin, payload, ..
-            }) => self.on_data(now, path, tsn, fin, payload),
+            }) => {
+                if let Some(n) = self.config.ack_ratio {
+                    let earned = ((bytes.len() + DATAGRAM_OVERHEAD) / n.max(1) as usize) as i64;
+                    self.sack_credit = (self.sack_credit + earned).min(SACK_BURST);
+                }
+                self.on_data(now, path, tsn, fin, payload)
+            }
             Ok(Chunk::Heartbeat { nonce, .. }) => self.heartbeat_acks.push_back((path, nonce)),
             _ => {}
         }
@@ -220,7 +251,18 @@ impl StreamReceiver {
             Chunk::HeartbeatAck { path, nonce }.emit(out);
             return Some(path);
         }
-        if !self.sack_now && self.ack_deadline.is_none_or(|d| d > now) {
+        let deadline_passed = self.ack_deadline.is_some_and(|d| d <= now);
+        if !self.sack_now && !deadline_passed {
+            return None;
+        }
+        if self.budget_holds() && !deadline_passed {
+            if !self.held {
+                self.held = true;
+                self.stats.sacks_held += 1;
+            }
+            if self.ack_deadline.is_none() {
+                self.ack_deadline = Some(now + self.config.ack_delay);
+            }
             return None;
         }
         let path = match self.config.ack_path {
@@ -232,6 +274,12 @@ impl StreamReceiver {
             *t = Some(now);
         }
         Chunk::Sack(self.sack(path)).emit(out);
+        let bytes = out.len() + DATAGRAM_OVERHEAD;
+        self.stats.sack_bytes += bytes as u64;
+        if self.config.ack_ratio.is_some() {
+            self.sack_credit -= bytes as i64;
+        }
+        self.held = false;
         self.dups.clear();
         self.sack_now = false;
         self.ack_deadline = None;
@@ -239,6 +287,11 @@ impl StreamReceiver {
         self.last_rwnd = self.rwnd();
         self.stats.sacks += 1;
         Some(path)
+    }
+
+    /// [`ReceiverConfig::ack_ratio`]'s budget is spent.
+    fn budget_holds(&self) -> bool {
+        self.config.ack_ratio.is_some() && self.sack_credit < 0
     }
 
     /// [`AckPath::Spread`]'s choice.
@@ -299,7 +352,7 @@ impl StreamReceiver {
 
     /// When [`Self::handle_timeout`] next has work: the delayed ack.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if self.sack_now || !self.heartbeat_acks.is_empty() {
+        if (self.sack_now && !self.budget_holds()) || !self.heartbeat_acks.is_empty() {
             return None;
         }
         self.ack_deadline

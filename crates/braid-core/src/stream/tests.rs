@@ -593,6 +593,79 @@ fn spread_acks_leave_the_latest_path_only_when_sacks_come_fast() {
     assert_eq!(ack_paths, expected);
 }
 
+/// With an ack ratio of 1/64, chunks out of order (TSN 0 never comes) are not each
+/// acknowledged: the SACK bytes stay within 1/64 of the DATA bytes plus the 4 kB burst, and
+/// a SACK held by the budget still leaves at the ack delay when no more data comes.
+#[test]
+fn an_ack_ratio_holds_sack_bytes_to_a_share_of_the_data() {
+    let mut r = StreamReceiver::new(ReceiverConfig {
+        ack_ratio: Some(64),
+        ack_delay: Duration::from_millis(20),
+        ..ReceiverConfig::default()
+    });
+    let mut out = Vec::new();
+    let mut data_bytes = 0;
+    let mut sacks = 0;
+    for k in 0..2000u64 {
+        let now = Instant::from_micros(k * 100);
+        out.clear();
+        // Every third chunk lost, so each SACK carries many gap blocks.
+        Chunk::Data {
+            path: 0,
+            tsn: 1 + k + k / 2,
+            fin: false,
+            payload: &[0; 1200],
+        }
+        .emit(&mut out);
+        data_bytes += out.len() + 28;
+        r.handle_datagram(now, 0, &out.clone());
+        while r.poll_transmit(now, &mut out).is_some() {
+            sacks += 1;
+        }
+    }
+    let stats = r.stats();
+    assert_eq!(stats.sacks, sacks);
+    assert!(sacks > 20 && sacks < 1000, "{sacks} SACKs");
+    assert!(
+        stats.sack_bytes <= (data_bytes / 64 + 4096 + 1100) as u64,
+        "{stats:?}"
+    );
+    // Two more chunks out of order: a SACK leaves for the first at most, the second's is
+    // held, then due at the ack delay.
+    let end = Instant::from_micros(2000 * 100);
+    for tsn in [10_000, 10_002] {
+        out.clear();
+        Chunk::Data {
+            path: 0,
+            tsn,
+            fin: false,
+            payload: &[0; 1200],
+        }
+        .emit(&mut out);
+        r.handle_datagram(end, 0, &out.clone());
+        while r.poll_transmit(end, &mut out).is_some() {}
+    }
+    let due = r.poll_timeout().expect("a held SACK has a deadline");
+    assert!(due <= end + Duration::from_millis(20));
+    assert!(r.poll_transmit(due, &mut out).is_some());
+    assert_eq!(r.poll_transmit(due, &mut out), None);
+    // Without the ratio each chunk after the gap is acknowledged.
+    let mut plain = StreamReceiver::new(ReceiverConfig::default());
+    for k in 0..100u64 {
+        out.clear();
+        Chunk::Data {
+            path: 0,
+            tsn: 1 + k,
+            fin: false,
+            payload: &[0; 1200],
+        }
+        .emit(&mut out);
+        plain.handle_datagram(Instant::ZERO, 0, &out.clone());
+        while plain.poll_transmit(Instant::ZERO, &mut out).is_some() {}
+    }
+    assert_eq!(plain.stats().sacks, 100);
+}
+
 /// A sender with two round-robin paths and eight chunks out: TSNs 0, 2, 4, 6 on path 0 and
 /// 1, 3, 5, 7 on path 1.
 fn eight_out(frt: FastRetransmit, failover: Failover) -> StreamSender {
