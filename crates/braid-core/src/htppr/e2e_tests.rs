@@ -255,22 +255,15 @@ fn sequence_numbers_wrap() {
 fn finer_crcs_sent_unasked_save_a_round_trip_on_a_noisy_hare() {
     // 5% of blocks damaged: nine packets in ten fail their CRC-32 (1 − 0.95^44).
     let data = file(2 << 20, 29);
-    let asked = transfer(
-        &data,
-        &lossy(),
-        SenderConfig {
-            fine_unasked_above: 2.0,
+    let run = |fine_unasked_above| {
+        let cfg = SenderConfig {
+            fine_unasked_above,
             ..SenderConfig::default()
-        },
-    );
-    let unasked = transfer(
-        &data,
-        &lossy(),
-        SenderConfig {
-            fine_unasked_above: 0.5,
-            ..SenderConfig::default()
-        },
-    );
+        };
+        transfer(&data, &lossy(), cfg)
+    };
+    let asked = run(2.0);
+    let unasked = run(0.5);
     check(&data, &asked);
     check(&data, &unasked);
     assert_eq!(asked.sender.fine_unasked, 0);

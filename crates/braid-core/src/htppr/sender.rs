@@ -365,7 +365,7 @@ impl Sender {
                     let seq = seqcode::extend(seq, self.next_seq);
                     match self.in_flight.get(&seq) {
                         Some(p) => {
-                            let fine = self.fine_crcs(p);
+                            let fine = self.fine_crcs(p.chunk, &p.blocks);
                             self.tortoise_out.push_back(ToReceiver::Fine {
                                 seq: seq as u16,
                                 blocks: fine.blocks,
@@ -465,13 +465,10 @@ impl Sender {
         let eager = self.fine_unasked();
         for (i, blocks) in plan.iter().enumerate() {
             let chunk = &self.chunks[&number];
-            crcs.push(block::packet_crc(&self.payload(chunk, blocks)));
+            let payload = self.payload(chunk, blocks);
+            crcs.push(block::packet_crc(&payload));
             if eager {
-                let fine = self.fine_crcs(&InFlight {
-                    chunk: number,
-                    blocks: blocks.clone(),
-                    rate,
-                });
+                let fine = self.fine_crcs_of(chunk, blocks, &payload);
                 self.stats.fine_unasked += 1;
                 self.notice_fine.push(ToReceiver::Fine {
                     seq: (first_seq + i as u64) as u16,
@@ -522,10 +519,15 @@ impl Sender {
         out
     }
 
-    fn fine_crcs(&self, packet: &InFlight) -> FineCrcs {
-        let chunk = &self.chunks[&packet.chunk];
-        let lens: Vec<usize> = packet
-            .blocks
+    /// The finer CRCs (§3.2) of the packet carrying `blocks` of chunk `chunk`.
+    fn fine_crcs(&self, chunk: u32, blocks: &[u16]) -> FineCrcs {
+        let chunk = &self.chunks[&chunk];
+        self.fine_crcs_of(chunk, blocks, &self.payload(chunk, blocks))
+    }
+
+    /// [`Self::fine_crcs`] of a packet whose `payload` is built.
+    fn fine_crcs_of(&self, chunk: &ChunkTx, blocks: &[u16], payload: &[u8]) -> FineCrcs {
+        let lens: Vec<usize> = blocks
             .iter()
             .map(|&b| {
                 self.geometry
@@ -533,7 +535,7 @@ impl Sender {
                     .len()
             })
             .collect();
-        FineCrcs::of(&self.payload(chunk, &packet.blocks), &lens)
+        FineCrcs::of(payload, &lens)
     }
 
     /// Packet `seq` has its final answer: block `i` of it is bad when `bad(i)`.
