@@ -9,7 +9,11 @@
 //! lowest loss rate among the live paths, and released when it falls below
 //! [`RELEASE`] of that threshold (hysteresis, so it does not flap). Guarded paths keep
 //! their heartbeats, reports and measurements, carry redundant copies, and return as soon
-//! as they improve. At least one path is always left unguarded.
+//! as they improve. Beyond the paper's striping: while guarded, a path also carries probe
+//! copies of data sent on the others ([`Path::take_probe`], a quarter of its capacity), so
+//! that its loss rate keeps being measured at a load that cannot overflow its queue: the
+//! drops of a queue braid itself overdrove also guard a path, and with heartbeats alone
+//! its per-datagram average took tens of seconds to release it. At least one path is always left unguarded.
 //!
 //! Beyond the absolute and relative thresholds, and only when no loss-recovery method
 //! masks losses: a path on which TCP alone would be held by its losses to less than half
@@ -115,6 +119,25 @@ pub fn update_with_loss_limited(paths: &mut [Path], masked: bool, loss_limited_r
 mod tests {
     use super::*;
     use crate::sched::testing::{paths, PathSpec, T0};
+
+    #[test]
+    fn a_guarded_path_takes_probe_copies_at_a_share_of_its_capacity() {
+        let mut ps = paths(&[PathSpec::new(0, 10_000_000), PathSpec::new(1, 1_000_000)]);
+        ps[1].set_loss_for_test(0.30);
+        assert!(!ps[1].take_probe(T0, 1250), "not guarded yet");
+        update(&mut ps, false);
+        assert!(ps[1].is_loss_guarded() && !ps[0].is_loss_guarded());
+        assert!(!ps[0].take_probe(T0, 1250));
+        // 1250 B at a quarter of 1 Mbit/s: one probe per 40 ms.
+        assert!(ps[1].take_probe(T0, 1250));
+        let ms = std::time::Duration::from_millis;
+        assert!(!ps[1].take_probe(T0 + ms(39), 1250));
+        assert!(ps[1].take_probe(T0 + ms(40), 1250));
+        // Released: no more probes.
+        ps[1].set_loss_for_test(0.0);
+        update(&mut ps, false);
+        assert!(!ps[1].take_probe(T0 + ms(200), 1250));
+    }
 
     #[test]
     fn guards_only_paths_much_worse_than_the_best() {

@@ -300,6 +300,21 @@ impl Session {
                 return t;
             }
         }
+        if t.is_some() && !redundant {
+            let wire = t.as_ref().map_or(0, |t| t.len);
+            let probe =
+                (0..self.paths.len()).find(|&i| i != pi && self.paths[i].take_probe(now, wire));
+            if let Some(j) = probe {
+                let mut copy = self.pool.pop().unwrap_or_default();
+                copy.clear();
+                copy.extend_from_slice(&packet);
+                self.scheduling.copies = Some(Copies {
+                    seq,
+                    packet: copy,
+                    remaining: VecDeque::from([j]),
+                });
+            }
+        }
         if t.is_some() {
             self.keep_sent(pi, seq, packet, segment);
         } else {
