@@ -13,7 +13,8 @@
 //! copies of data sent on the others ([`Path::take_probe`], a quarter of its capacity), so
 //! that its loss rate keeps being measured at a load that cannot overflow its queue: the
 //! drops of a queue braid itself overdrove also guard a path, and with heartbeats alone
-//! its per-datagram average took tens of seconds to release it. At least one path is always left unguarded.
+//! its per-datagram average took tens of seconds to release it (not on a metered path,
+//! whose bytes cost). At least one path is always left unguarded.
 //!
 //! Beyond the absolute and relative thresholds, and only when no loss-recovery method
 //! masks losses: a path on which TCP alone would be held by its losses to less than half

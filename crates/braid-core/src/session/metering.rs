@@ -286,6 +286,11 @@ impl Metering {
         }
     }
 
+    /// Whether the path at position `pi` is metered (its bytes cost).
+    pub(super) fn is_metered(&self, pi: usize) -> bool {
+        self.meters.get(pi).is_some_and(|m| m.metered)
+    }
+
     /// Whether traffic class `class` may send a datagram on path position `pi` within its
     /// own budget (always where classes have none).
     pub(super) fn class_may_send(&self, class: usize, pi: usize) -> bool {

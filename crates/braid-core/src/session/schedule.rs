@@ -302,8 +302,10 @@ impl Session {
         }
         if t.is_some() && !redundant {
             let wire = t.as_ref().map_or(0, |t| t.len);
-            let probe =
-                (0..self.paths.len()).find(|&i| i != pi && self.paths[i].take_probe(now, wire));
+            // Not on a metered path: its bytes cost, and a copy is paid for twice.
+            let metered = |i: usize| (self.metering.as_ref()).is_some_and(|m| m.is_metered(i));
+            let probe = (0..self.paths.len())
+                .find(|&i| i != pi && !metered(i) && self.paths[i].take_probe(now, wire));
             if let Some(j) = probe {
                 let mut copy = self.pool.pop().unwrap_or_default();
                 copy.clear();
