@@ -94,7 +94,7 @@ impl Bench for LabBus {
         ready(&[Need::Mptcp])?;
         let (paths, web) = bus()?;
         let names: Vec<String> = paths.iter().map(|p| p.name.clone()).collect();
-        let secs = if opts.quick { 60 } else { 600 };
+        let secs = if opts.quick { 45 } else { 600 };
         let run_for = Duration::from_secs(secs);
         let grace = Duration::from_secs(40);
         let braid_why = braid_unavailable();
