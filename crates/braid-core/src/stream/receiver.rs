@@ -64,6 +64,9 @@ pub struct ReceiverConfig {
     /// once a hole opens, up to 1 kB of gap blocks a SACK, and the SACKs fill a 3 Mbit/s
     /// uplink's queue (trace-stream, docs/benchmarks.md).
     pub ack_ratio: Option<u32>,
+    /// Gap blocks one SACK reports at most (with its duplicate TSNs, never more than
+    /// [`MAX_GAPS`]).
+    pub gap_blocks: usize,
 }
 
 impl Default for ReceiverConfig {
@@ -73,6 +76,7 @@ impl Default for ReceiverConfig {
             ack_path: AckPath::Latest,
             ack_delay: Duration::from_millis(200),
             ack_ratio: None,
+            gap_blocks: MAX_GAPS,
         }
     }
 }
@@ -331,7 +335,7 @@ impl StreamReceiver {
                 _ => all.push((off, off + 1)),
             }
         }
-        let room = MAX_GAPS - self.dups.len();
+        let room = (MAX_GAPS - self.dups.len()).min(self.config.gap_blocks.max(1));
         let mut gaps = all.split_off(all.len().saturating_sub(room));
         if let Some(latest) = self.latest_tsn.checked_sub(self.cum) {
             let holds = |g: &(u32, u32)| (g.0 as u64..g.1 as u64).contains(&latest);
