@@ -556,6 +556,60 @@ fn acks_on_the_latest_arrival_path_survive_the_ack_paths_failure() {
     );
 }
 
+/// A cap on gap blocks: a SACK reports at most `gap_blocks` of them, the highest, and the
+/// block holding the latest arrival when that is a lower one (a retransmission filling a
+/// low hole).
+#[test]
+fn gap_blocks_cap_a_sack_and_keep_the_latest_arrivals_block() {
+    let mut r = StreamReceiver::new(ReceiverConfig {
+        gap_blocks: 4,
+        ..ReceiverConfig::default()
+    });
+    let mut out = Vec::new();
+    let mut last = None;
+    let arrive = |r: &mut StreamReceiver, k: u64, tsn: u64, out: &mut Vec<u8>| {
+        let now = Instant::from_micros(k * 100);
+        out.clear();
+        Chunk::Data {
+            path: 0,
+            tsn,
+            fin: false,
+            payload: &[0; 100],
+        }
+        .emit(out);
+        r.handle_datagram(now, 0, &out.clone());
+        let mut sack = None;
+        while r.poll_transmit(now, out).is_some() {
+            if let Ok(Chunk::Sack(s)) = Chunk::parse(out) {
+                sack = Some(s);
+            }
+            out.clear();
+        }
+        sack
+    };
+    // TSN 0 never comes and every other TSN is lost: ten blocks of one chunk each.
+    for k in 0..10u64 {
+        last = arrive(&mut r, k, 1 + 2 * k, &mut out).or(last);
+    }
+    let s = last.expect("out-of-order chunks are acknowledged at once");
+    assert_eq!(s.cum, 0);
+    let highest: Vec<(u32, u32)> = (6..10).map(|k| (1 + 2 * k, 2 + 2 * k)).collect();
+    assert_eq!(s.gaps, highest);
+    // A chunk filling the lowest hole above TSN 0 joins the first two blocks: that block
+    // is reported in place of the lowest of the highest four.
+    let s = arrive(&mut r, 10, 2, &mut out).expect("a SACK for the arrival");
+    assert_eq!(s.gaps.len(), 4);
+    assert_eq!(s.gaps[0], (1, 4));
+    assert_eq!(&s.gaps[1..], &highest[1..]);
+    // Without the cap every block is reported.
+    let mut all = StreamReceiver::new(ReceiverConfig::default());
+    let mut sack = None;
+    for k in 0..10u64 {
+        sack = arrive(&mut all, k, 1 + 2 * k, &mut out).or(sack);
+    }
+    assert_eq!(sack.map(|s| s.gaps.len()), Some(10));
+}
+
 /// Spread SACKs: the latest arrival's path, or when it carried one in the last 2 ms the
 /// other path, if that delivered in the last 100 ms and carried none in the last 2 ms.
 #[test]
