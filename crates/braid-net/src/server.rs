@@ -139,8 +139,11 @@ impl Server {
             );
         }
         rules += "}\n";
-        // Replace a table left by a daemon that did not stop cleanly.
-        let _ = crate::system::nft(&format!("destroy table inet {table}\n"));
+        // Replace a table left by a daemon that did not stop cleanly. `delete`, not
+        // `destroy` (nft 1.0.8 and later): on older nft `destroy` is a syntax error, the
+        // old table stayed and the new rules were appended to it. Its error when there
+        // is no such table is expected.
+        let _ = crate::system::nft(&format!("delete table inet {table}\n"));
         match crate::system::nft(&rules) {
             Ok(()) => undo.nft_table = Some(table),
             Err(e) if cfg.masquerade.is_some() => {
