@@ -4,7 +4,8 @@
 //! message is an error) or an empty chart. The dashboards run against a gateway and a
 //! server in the lab's network namespaces with traffic flowing. Skipped, with the reason
 //! printed, where Chromium, root or namespaces are missing. Screenshots go to
-//! `$BRAID_SCREENSHOTS` when set (for the README), else to a temporary folder.
+//! `$BRAID_SCREENSHOTS` when set (for the README), else to a temporary folder removed
+//! when the test passes.
 
 #![expect(
     clippy::unwrap_used,
@@ -13,10 +14,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use braid_net::testbed::{self, Bed, Netns, INTERNET_HOST, SERVER_ADDR};
+use braid_testkit::Scratch;
 
 const BRAID: &str = env!("CARGO_BIN_EXE_braid");
 /// Real `braid bench all --quick --json --skip-lab` lines (two benchmarks, one skipped).
@@ -34,14 +35,31 @@ fn chromium() -> Option<&'static str> {
     })
 }
 
-fn out_dir(name: &str) -> PathBuf {
-    let d = match std::env::var_os("BRAID_SCREENSHOTS") {
-        Some(d) => PathBuf::from(d),
-        None => std::env::temp_dir().join(format!("braid-browser-{}", std::process::id())),
+/// Where the screenshots go: `$BRAID_SCREENSHOTS/name` (kept), or a scratch folder.
+enum OutDir {
+    Kept(PathBuf),
+    Scratch(Scratch),
+}
+
+impl std::ops::Deref for OutDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        match self {
+            OutDir::Kept(p) => p,
+            OutDir::Scratch(s) => s,
+        }
     }
-    .join(name);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+}
+
+fn out_dir(name: &str) -> OutDir {
+    match std::env::var_os("BRAID_SCREENSHOTS") {
+        Some(d) => {
+            let d = PathBuf::from(d).join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            OutDir::Kept(d)
+        }
+        None => OutDir::Scratch(Scratch::new(&format!("browser-{name}"))),
+    }
 }
 
 /// What Chromium made of a page: its DOM once loaded (after `budget_ms` of virtual time
@@ -55,7 +73,7 @@ struct Rendered {
 fn render(ns: Option<&Netns>, url: &str, budget_ms: Option<u32>, shot: &Path) -> Rendered {
     let browser = chromium().unwrap();
     let run = |extra: &[String]| {
-        let profile = tempdir("profile");
+        let profile = Scratch::new("chromium-profile");
         let mut args: Vec<String> = [
             "--headless",
             // Root in a container: Chromium's sandbox needs user namespaces it may not have.
@@ -82,7 +100,6 @@ fn render(ns: Option<&Netns>, url: &str, budget_ms: Option<u32>, shot: &Path) ->
             None => Command::new("timeout"),
         };
         let o = cmd.arg("60").arg(browser).args(&args).output().unwrap();
-        let _ = std::fs::remove_dir_all(&profile);
         assert!(
             o.status.success(),
             "{browser} {args:?}: {}",
@@ -104,18 +121,6 @@ fn render(ns: Option<&Netns>, url: &str, budget_ms: Option<u32>, shot: &Path) ->
         dom: String::from_utf8_lossy(&dump.stdout).into_owned(),
         console,
     }
-}
-
-/// A fresh folder; `name` tells the callers apart (tests run in parallel).
-fn tempdir(name: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "braid-chromium-{name}-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 /// The `<svg>...</svg>` blocks of a page.
@@ -195,7 +200,7 @@ fn the_dashboards_show_live_rates_with_traffic_in_the_lab() {
         braid_testkit::skip(why);
         return;
     }
-    let d = tempdir("lab");
+    let d = Scratch::new("chromium-lab");
     let shots = out_dir("dashboard");
     let server_key = keypair(&d, "server");
     let gateway_key = keypair(&d, "gateway");

@@ -50,8 +50,7 @@ fn sim_prints_a_summary() {
 
 #[test]
 fn a_wrong_scenario_is_one_clear_error() {
-    let dir = std::env::temp_dir().join(format!("braid-cli-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = braid_testkit::Scratch::new("cli-test");
     let f = dir.join("bad.toml");
     std::fs::write(
         &f,
@@ -105,8 +104,7 @@ fn demo_prints_the_table() {
 
 #[test]
 fn a_wrong_daemon_config_is_one_line_and_a_failure() {
-    let dir = std::env::temp_dir().join(format!("braid-cli-daemon-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = braid_testkit::Scratch::new("cli-daemon");
     let f = dir.join("gateway.toml");
     let text = std::fs::read_to_string(repo().join("examples/gateway.toml"))
         .unwrap()

@@ -5,11 +5,16 @@
 //! and such a test passes, so the marker line alone would be lost: [`skip`] also appends
 //! the test and the reason to the file named by [`LOG_VAR`], which `./dev test` sets,
 //! counts and lists under its summary.
+//!
+//! A test's files go in a [`Scratch`] folder, removed when the test passes and kept
+//! (with its path printed) when it fails, for the logs in it.
 
 use std::fmt::Display;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
-use std::path::Path;
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The environment variable naming the file skips are appended to, one line each.
 pub const LOG_VAR: &str = "BRAID_SKIP_LOG";
@@ -43,9 +48,71 @@ fn record(path: &Path, test: &str, why: &str) -> io::Result<()> {
         .write_all(line.as_bytes())
 }
 
+/// A fresh folder under the system's temporary folder, named after `name`, the process
+/// and a counter (tests run in parallel), removed on drop unless the test is failing.
+#[derive(Debug)]
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// Creates the folder; panics if it cannot, as a test could not go on.
+    pub fn new(name: &str) -> Scratch {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "braid-{name}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            panic!("cannot create {}: {e}", dir.display());
+        }
+        Scratch(dir)
+    }
+}
+
+impl Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept for the failed test: {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scratch_folder_is_removed_when_the_test_passes_and_kept_when_it_fails() {
+        let a = Scratch::new("testkit-scratch");
+        let b = Scratch::new("testkit-scratch");
+        assert_ne!(a.to_path_buf(), b.to_path_buf());
+        std::fs::write(a.join("f"), "x").unwrap();
+        let kept = a.to_path_buf();
+        drop(a);
+        assert!(!kept.exists());
+        let failing = std::thread::spawn(|| {
+            let s = Scratch::new("testkit-scratch");
+            let path = s.to_path_buf();
+            std::fs::write(s.join("log"), "why").unwrap();
+            // Unwinding drops `s` while the thread panics.
+            std::panic::panic_any(path);
+        })
+        .join()
+        .unwrap_err();
+        let path = failing.downcast::<PathBuf>().unwrap();
+        assert!(path.join("log").exists());
+        std::fs::remove_dir_all(*path).unwrap();
+        drop(b);
+    }
 
     #[test]
     fn parallel_skips_each_leave_one_whole_line() {

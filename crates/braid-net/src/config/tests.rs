@@ -231,21 +231,19 @@ fn a_missing_key_file_names_the_fix() {
     );
 }
 
-/// A key file of its own per call: tests run in parallel, and one rewriting a shared file
-/// while another reads it made `a_port_in_use_names_the_port` fail now and then.
-fn temp_key() -> PathBuf {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!("braid-net-config-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let key = dir.join(format!("k{n}"));
+/// A key file of its own per call, in a folder removed when the test passes: tests run in
+/// parallel, and one rewriting a shared file while another reads it made
+/// `a_port_in_use_names_the_port` fail now and then.
+fn temp_key() -> (braid_testkit::Scratch, PathBuf) {
+    let dir = braid_testkit::Scratch::new("net-config");
+    let key = dir.join("key");
     std::fs::write(&key, "ILEpoz2c+2WynMiVyV47eLhhGYS8st9XQuqZY5wiSV0=\n").unwrap();
-    key
+    (dir, key)
 }
 
 #[test]
 fn a_missing_interface_names_it() {
-    let key = temp_key();
+    let (_dir, key) = temp_key();
     let text = GATEWAY
         .replace("/etc/braid/gateway.key", key.to_str().unwrap())
         .replace("interface = \"lo\"", "interface = \"nosuchif0\"");
@@ -268,7 +266,7 @@ fn a_missing_interface_names_it() {
 
 #[test]
 fn the_mtu_is_derived_from_the_uplinks() {
-    let key = temp_key();
+    let (_dir, key) = temp_key();
     let text = GATEWAY.replace("/etc/braid/gateway.key", key.to_str().unwrap());
     let g = GatewayConfig::parse("gw.toml", &text).unwrap();
     let lo_mtu: u32 = std::fs::read_to_string("/sys/class/net/lo/mtu")
@@ -284,7 +282,7 @@ fn the_mtu_is_derived_from_the_uplinks() {
 
 #[test]
 fn a_port_in_use_names_the_port() {
-    let key = temp_key();
+    let (_dir, key) = temp_key();
     let busy = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let port = busy.local_addr().unwrap().port();
     let text = SERVER
@@ -318,7 +316,7 @@ fn bad_keys_are_one_line() {
         .replace("Qai1mfkDCnKOVb1EVxWHdAI2QYSe30Wf+oASvMc5Slg=", "nope")
         .replace("[server]", "plaintext = true\n[server]");
     assert!(GatewayConfig::parse("gw.toml", &plain).is_ok());
-    let key = temp_key();
+    let (_dir, key) = temp_key();
     let bad = key.with_file_name("bad-key");
     std::fs::write(&bad, "not a key\n").unwrap();
     let g = GatewayConfig::parse(

@@ -109,8 +109,7 @@ fn bad_values_are_named() {
 
 #[test]
 fn missing_trace_file_is_named_relative_to_the_scenario() {
-    let dir = std::env::temp_dir().join("braid-scenario-test");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = braid_testkit::Scratch::new("scenario-test");
     let file = dir.join("s.toml");
     std::fs::write(
         &file,
