@@ -365,22 +365,22 @@ impl World {
         loop {
             let mut moved = false;
             // Hosts emit onto the LAN (into the engines) or, in direct mode, onto the path.
-            while let Some(p) = self.client.poll_transmit(now) {
+            while let Some((p, checked)) = self.client.poll_transmit_checked(now) {
                 moved = true;
                 match &mut self.engines {
                     // A refused packet (queue full, too large) is counted by the engine.
                     Some(e) => {
-                        let _ = e.gateway.send(now, &p);
+                        let _ = e.gateway.send_checked(now, &p, checked);
                         self.client.recycle(p);
                     }
                     None => self.paths[self.direct].up.send(now, p),
                 }
             }
-            while let Some(p) = self.internet.poll_transmit(now) {
+            while let Some((p, checked)) = self.internet.poll_transmit_checked(now) {
                 moved = true;
                 match &mut self.engines {
                     Some(e) => {
-                        let _ = e.server.send(now, &p);
+                        let _ = e.server.send_checked(now, &p, checked);
                         self.internet.recycle(p);
                     }
                     None => self.paths[self.direct].down.send(now, p),
@@ -441,13 +441,15 @@ impl World {
             if let Some(e) = &mut self.engines {
                 while e.gateway.poll_deliver(&mut e.deliver_buf) {
                     moved = true;
+                    let verified = e.gateway.delivered_checksums_verified();
                     let p = self.client.buffer_with(&e.deliver_buf);
-                    self.client.receive(now, p);
+                    self.client.receive_checked(now, p, verified);
                 }
                 while e.server.poll_deliver(&mut e.deliver_buf) {
                     moved = true;
+                    let verified = e.server.delivered_checksums_verified();
                     let p = self.internet.buffer_with(&e.deliver_buf);
-                    self.internet.receive(now, p);
+                    self.internet.receive_checked(now, p, verified);
                 }
                 while e.gateway.poll_event().is_some() {}
                 while e.server.poll_event().is_some() {}
