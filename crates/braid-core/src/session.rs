@@ -316,6 +316,38 @@ impl Session {
         packet: &[u8],
         checksums_verified: bool,
     ) -> Result<(), SendError> {
+        let (lane, held) = self.admit_send(now, packet)?;
+        let mut buf = self.pool.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(packet);
+        self.enqueue(lane, held, buf, checksums_verified);
+        Ok(())
+    }
+
+    /// [`Session::send_checked`] that takes the packet's buffer instead of copying it: once
+    /// queued, `packet` holds a spare buffer of the engine's (empty) for the caller's next
+    /// packet. A refused packet is left as it was.
+    pub fn send_buffer(
+        &mut self,
+        now: Instant,
+        packet: &mut Vec<u8>,
+        checksums_verified: bool,
+    ) -> Result<(), SendError> {
+        let (lane, held) = self.admit_send(now, packet)?;
+        let mut spare = self.pool.pop().unwrap_or_default();
+        spare.clear();
+        let buf = std::mem::replace(packet, spare);
+        self.enqueue(lane, held, buf, checksums_verified);
+        Ok(())
+    }
+
+    /// Whether an inner packet may join the send queue (what refuses it is counted), with
+    /// its lane and the hold that stood before it.
+    fn admit_send(
+        &mut self,
+        now: Instant,
+        packet: &[u8],
+    ) -> Result<(send_queue::Admission, Option<usize>), SendError> {
         self.advance(now);
         // A packet joining the queue behind its head leaves the head's hold to be renewed
         // with the longer backlog (the scheduler says whether that is a new decision).
@@ -339,9 +371,18 @@ impl Session {
             self.stats.aqm_drops += 1;
             return Err(SendError::QueueFull(self.send_queue.len()));
         }
-        let mut buf = self.pool.pop().unwrap_or_default();
-        buf.clear();
-        buf.extend_from_slice(packet);
+        Ok((lane, held))
+    }
+
+    /// Queues an admitted packet's buffer.
+    fn enqueue(
+        &mut self,
+        lane: send_queue::Admission,
+        held: Option<usize>,
+        buf: Vec<u8>,
+        checksums_verified: bool,
+    ) {
+        let len = buf.len();
         // A packet that does not become the head (`session/send_queue.rs`) leaves its
         // hold to be renewed with the longer backlog.
         let keeps_head = self.send_queue.keeps_head(lane);
@@ -351,8 +392,7 @@ impl Session {
             self.scheduling.backlog_grew = true;
         }
         self.stats.sent_packets += 1;
-        self.stats.sent_bytes += packet.len() as u64;
-        Ok(())
+        self.stats.sent_bytes += len as u64;
     }
 
     /// Processes a datagram that arrived on `path`.

@@ -780,3 +780,35 @@ fn checksums_vouched_for_are_not_summed_and_rebuilt_packets_are_verified() {
     );
     assert_eq!(net.srv.stats().header_compression.failed, 1);
 }
+
+/// `send_buffer` queues the caller's buffer itself: the peer gets the same bytes as
+/// through `send`, the caller gets an empty spare back, and a refused packet stays as it
+/// was.
+#[test]
+fn send_buffer_takes_the_packet_and_leaves_a_spare() {
+    let mut net = Net::new(
+        config(),
+        vec![Pipe::new(20, None)],
+        vec![Pipe::new(20, None)],
+    );
+    net.run_until(net.at(300));
+    let mut sent = Vec::new();
+    for i in 0..5 {
+        let p = checked_segment(1000, 1 + 100 * i);
+        let mut buf = p.clone();
+        net.gw.send_buffer(net.now, &mut buf, i % 2 == 0).unwrap();
+        assert!(buf.is_empty(), "a spare in its place");
+        sent.push(p);
+        let t = net.now + Duration::from_millis(5);
+        net.run_until(t);
+    }
+    net.run_until(net.now + Duration::from_millis(100));
+    assert_eq!(net.at_server, sent);
+    let mut big = vec![0x45; net.gw.config().max_packet_size + 1];
+    let before = big.clone();
+    assert!(matches!(
+        net.gw.send_buffer(net.now, &mut big, false),
+        Err(SendError::TooLarge { .. })
+    ));
+    assert_eq!(big, before, "refused: left as it was");
+}
