@@ -308,8 +308,9 @@ impl Session {
 
     /// [`Session::send`] of a packet whose IPv4 and TCP checksums the caller knows to hold
     /// when `checksums_verified` (it has just written them): header compression then takes
-    /// them as verified instead of summing the packet. A packet vouched for wrongly is
-    /// dropped at the peer (its rebuilt checksum fails) instead of delivered as it was.
+    /// them as verified instead of summing the packet. A compressed packet vouched for
+    /// wrongly fails its rebuilt checksum at the peer and is dropped, where it would have
+    /// been sent in full and delivered as it was.
     pub fn send_checked(
         &mut self,
         now: Instant,
