@@ -325,10 +325,18 @@ impl Compressor {
     /// establishing or the compressed form when it is a compressible IPv4/TCP packet whose
     /// checksums verify; leaves anything else untouched. Never grows the packet.
     pub fn compress(&mut self, seq: u32, packet: &mut Vec<u8>) {
+        self.compress_checked(seq, packet, false);
+    }
+
+    /// [`Compressor::compress`] of a packet whose checksums are known to hold when
+    /// `checksums_verified` (they are then not summed again).
+    pub fn compress_checked(&mut self, seq: u32, packet: &mut Vec<u8>, checksums_verified: bool) {
         let Some((st, refs, off)) = compressible(packet) else {
             return;
         };
-        if ip_checksum(packet) != be16(packet, 10) || !tcp_checksum_ok(packet) {
+        if !checksums_verified
+            && (ip_checksum(packet) != be16(packet, 10) || !tcp_checksum_ok(packet))
+        {
             return;
         }
         self.clock += 1;
@@ -473,6 +481,15 @@ pub enum RestoreError {
     UnknownContext,
     /// Too short, a bad form, or a rebuilt segment whose checksum does not match.
     Failed,
+}
+
+/// Whether `packet` is in the compressed form: [`Decompressor::restore`] rebuilds it and
+/// verifies the rebuilt TCP segment's checksum, and writes its IPv4 header checksum.
+pub fn is_compressed(packet: &[u8]) -> bool {
+    matches!(
+        packet.first().map(|b| b & 0xf0),
+        Some(FORM_COMPRESSED | FORM_COMPRESSED_WIDE)
+    )
 }
 
 /// The receiving side: rebuilds the inner packets of one direction.

@@ -114,6 +114,9 @@ pub struct Session {
     /// only then are inner headers compressed towards it.
     peer_restores_headers: bool,
     decompressor: crate::compress::Decompressor,
+    /// The packet the latest [`Session::poll_deliver`] returned was rebuilt from the
+    /// compressed form, whose checksums the rebuild verified and wrote.
+    delivered_checksums_verified: bool,
     pool: Vec<Vec<u8>>,
     next_data_seq: u32,
     reseq: Resequencer,
@@ -215,6 +218,7 @@ impl Session {
             compressor: crate::compress::Compressor::default(),
             peer_restores_headers: false,
             decompressor: crate::compress::Decompressor::default(),
+            delivered_checksums_verified: false,
             next_data_seq: 0,
             highest_rx_data: None,
             newest_rx_sent: None,
@@ -299,6 +303,52 @@ impl Session {
 
     /// Hands the engine an inner packet to carry to the peer.
     pub fn send(&mut self, now: Instant, packet: &[u8]) -> Result<(), SendError> {
+        self.send_checked(now, packet, false)
+    }
+
+    /// [`Session::send`] of a packet whose IPv4 and TCP checksums the caller knows to hold
+    /// when `checksums_verified` (it has just written them): header compression then takes
+    /// them as verified instead of summing the packet. A compressed packet vouched for
+    /// wrongly fails its rebuilt checksum at the peer and is dropped, where it would have
+    /// been sent in full and delivered as it was.
+    pub fn send_checked(
+        &mut self,
+        now: Instant,
+        packet: &[u8],
+        checksums_verified: bool,
+    ) -> Result<(), SendError> {
+        let (lane, held) = self.admit_send(now, packet)?;
+        let mut buf = self.pool.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(packet);
+        self.enqueue(lane, held, buf, checksums_verified);
+        Ok(())
+    }
+
+    /// [`Session::send_checked`] that takes the packet's buffer instead of copying it: once
+    /// queued, `packet` holds a spare buffer of the engine's (empty) for the caller's next
+    /// packet. A refused packet is left as it was.
+    pub fn send_buffer(
+        &mut self,
+        now: Instant,
+        packet: &mut Vec<u8>,
+        checksums_verified: bool,
+    ) -> Result<(), SendError> {
+        let (lane, held) = self.admit_send(now, packet)?;
+        let mut spare = self.pool.pop().unwrap_or_default();
+        spare.clear();
+        let buf = std::mem::replace(packet, spare);
+        self.enqueue(lane, held, buf, checksums_verified);
+        Ok(())
+    }
+
+    /// Whether an inner packet may join the send queue (what refuses it is counted), with
+    /// its lane and the hold that stood before it.
+    fn admit_send(
+        &mut self,
+        now: Instant,
+        packet: &[u8],
+    ) -> Result<(send_queue::Admission, Option<usize>), SendError> {
         self.advance(now);
         // A packet joining the queue behind its head leaves the head's hold to be renewed
         // with the longer backlog (the scheduler says whether that is a new decision).
@@ -322,20 +372,28 @@ impl Session {
             self.stats.aqm_drops += 1;
             return Err(SendError::QueueFull(self.send_queue.len()));
         }
-        let mut buf = self.pool.pop().unwrap_or_default();
-        buf.clear();
-        buf.extend_from_slice(packet);
+        Ok((lane, held))
+    }
+
+    /// Queues an admitted packet's buffer.
+    fn enqueue(
+        &mut self,
+        lane: send_queue::Admission,
+        held: Option<usize>,
+        buf: Vec<u8>,
+        checksums_verified: bool,
+    ) {
+        let len = buf.len();
         // A packet that does not become the head (`session/send_queue.rs`) leaves its
         // hold to be renewed with the longer backlog.
         let keeps_head = self.send_queue.keeps_head(lane);
-        self.send_queue.push(lane, buf);
+        self.send_queue.push(lane, buf, checksums_verified);
         if held.is_some() && keeps_head {
             self.scheduling.held_class = held;
             self.scheduling.backlog_grew = true;
         }
         self.stats.sent_packets += 1;
-        self.stats.sent_bytes += packet.len() as u64;
-        Ok(())
+        self.stats.sent_bytes += len as u64;
     }
 
     /// Processes a datagram that arrived on `path`.
@@ -916,11 +974,13 @@ impl Session {
     /// the compressed ones that use it (`compress.rs`). One that cannot be rebuilt is
     /// dropped and counted in [`SessionStats::header_compression`].
     pub fn poll_deliver(&mut self, out: &mut Vec<u8>) -> bool {
+        self.delivered_checksums_verified = false;
         if self.rpc_pop_release(out) {
             return true;
         }
         while self.reseq.poll_deliver(out) {
             self.wake();
+            let rebuilt = crate::compress::is_compressed(out);
             if self.decompressor.restore(out).is_err() {
                 continue;
             }
@@ -930,11 +990,21 @@ impl Session {
             if !self.rpc_filter_delivered(out) {
                 continue;
             }
+            // RPC may have handed out another packet than the one rebuilt.
+            self.delivered_checksums_verified = rebuilt && self.rpc.is_none();
             self.stats.delivered_packets += 1;
             self.stats.delivered_bytes += out.len() as u64;
             return true;
         }
         false
+    }
+
+    /// Whether the packet the latest [`Session::poll_deliver`] returned was rebuilt from
+    /// the compressed form: its TCP checksum was verified after the rebuild and its IPv4
+    /// header checksum written, so a receiver may take both as verified without summing
+    /// the packet again.
+    pub fn delivered_checksums_verified(&self) -> bool {
+        self.delivered_checksums_verified
     }
 
     /// When the engine next needs [`Session::handle_timeout`] (or [`Session::poll_transmit`]

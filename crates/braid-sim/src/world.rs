@@ -112,11 +112,14 @@ struct Engines {
 const MAX_SPARE: usize = 256;
 
 impl Engines {
-    /// The first `len` bytes of the transmit buffer, in a recycled buffer.
+    /// The transmit buffer cut to its first `len` bytes; a recycled buffer of the full
+    /// length takes its place.
     fn datagram(&mut self, len: usize) -> Vec<u8> {
-        let mut d = self.spare.pop().unwrap_or_default();
-        d.clear();
-        d.extend_from_slice(&self.tx_buf[..len]);
+        let full = self.tx_buf.len();
+        let mut next = self.spare.pop().unwrap_or_default();
+        next.resize(full, 0);
+        let mut d = std::mem::replace(&mut self.tx_buf, next);
+        d.truncate(len);
         d
     }
 
@@ -365,22 +368,22 @@ impl World {
         loop {
             let mut moved = false;
             // Hosts emit onto the LAN (into the engines) or, in direct mode, onto the path.
-            while let Some(p) = self.client.poll_transmit(now) {
+            while let Some((mut p, checked)) = self.client.poll_transmit_checked(now) {
                 moved = true;
                 match &mut self.engines {
                     // A refused packet (queue full, too large) is counted by the engine.
                     Some(e) => {
-                        let _ = e.gateway.send(now, &p);
+                        let _ = e.gateway.send_buffer(now, &mut p, checked);
                         self.client.recycle(p);
                     }
                     None => self.paths[self.direct].up.send(now, p),
                 }
             }
-            while let Some(p) = self.internet.poll_transmit(now) {
+            while let Some((mut p, checked)) = self.internet.poll_transmit_checked(now) {
                 moved = true;
                 match &mut self.engines {
                     Some(e) => {
-                        let _ = e.server.send(now, &p);
+                        let _ = e.server.send_buffer(now, &mut p, checked);
                         self.internet.recycle(p);
                     }
                     None => self.paths[self.direct].down.send(now, p),
@@ -441,13 +444,15 @@ impl World {
             if let Some(e) = &mut self.engines {
                 while e.gateway.poll_deliver(&mut e.deliver_buf) {
                     moved = true;
+                    let verified = e.gateway.delivered_checksums_verified();
                     let p = self.client.buffer_with(&e.deliver_buf);
-                    self.client.receive(now, p);
+                    self.client.receive_checked(now, p, verified);
                 }
                 while e.server.poll_deliver(&mut e.deliver_buf) {
                     moved = true;
+                    let verified = e.server.delivered_checksums_verified();
                     let p = self.internet.buffer_with(&e.deliver_buf);
-                    self.internet.receive(now, p);
+                    self.internet.receive_checked(now, p, verified);
                 }
                 while e.gateway.poll_event().is_some() {}
                 while e.server.poll_event().is_some() {}

@@ -268,7 +268,7 @@ impl Session {
         let segment = flow.zip(info.and_then(|i| i.tcp)).map(|(f, t)| {
             super::failover::TcpSegment::new(f.id, t.payload_len > 0 || t.syn || t.fin)
         });
-        let (fixed, mut packet) = self.send_queue.pop_front()?;
+        let (fixed, mut packet, checked) = self.send_queue.pop_front_checked()?;
         let unordered = self.rpc_on_data(now, pi, seq, &packet, unordered);
         if fixed.is_none() {
             self.next_data_seq = seq.wrapping_add(1);
@@ -276,7 +276,7 @@ impl Session {
         // Compressed once, when it leaves the queue: copies, coded packets and resends all
         // carry the same bytes (a resend re-queued in compressed form passes unchanged).
         if self.config.header_compression && self.peer_restores_headers {
-            self.compressor.compress(seq, &mut packet);
+            self.compressor.compress_checked(seq, &mut packet, checked);
         }
         let t = self.send_data(now, pi, seq, &packet, buf, unordered);
         if let (Some(m), Some(t)) = (&mut self.metering, &t) {

@@ -39,6 +39,9 @@ struct Queued {
     packet: Vec<u8>,
     /// Its flow's [`FlowTable::key_hash`], when counted in [`SendQueue::flows`].
     flow: Option<u64>,
+    /// Its sender vouched that its IPv4 and TCP checksums hold
+    /// ([`crate::Session::send_checked`]).
+    checked: bool,
 }
 
 /// What one flow has waiting.
@@ -84,8 +87,9 @@ impl SendQueue {
         }
     }
 
-    /// Queues `packet` where [`SendQueue::admit`] said.
-    pub(crate) fn push(&mut self, a: Admission, packet: Vec<u8>) {
+    /// Queues `packet` where [`SendQueue::admit`] said; `checked`: its checksums are known
+    /// to hold.
+    pub(crate) fn push(&mut self, a: Admission, packet: Vec<u8>, checked: bool) {
         if let Some(hash) = a.flow {
             let q = self.flows.entry(hash).or_default();
             if a.priority {
@@ -103,6 +107,7 @@ impl SendQueue {
             fixed: None,
             packet,
             flow: a.flow,
+            checked,
         });
     }
 
@@ -117,6 +122,7 @@ impl SendQueue {
             fixed: Some(seq),
             packet,
             flow: None,
+            checked: false,
         });
     }
 
@@ -126,14 +132,20 @@ impl SendQueue {
         Some((q.fixed, &q.packet))
     }
 
-    /// Takes the packet [`SendQueue::front`] shows.
-    pub(crate) fn pop_front(&mut self) -> Option<(Option<u32>, Vec<u8>)> {
+    /// Takes the packet [`SendQueue::front`] shows, with whether its checksums are known
+    /// to hold.
+    pub(crate) fn pop_front_checked(&mut self) -> Option<(Option<u32>, Vec<u8>, bool)> {
         let (q, priority) = match self.priority.pop_front() {
             Some(q) => (q, true),
             None => (self.bulk.pop_front()?, false),
         };
         self.uncount(q.flow, priority);
-        Some((q.fixed, q.packet))
+        Some((q.fixed, q.packet, q.checked))
+    }
+
+    /// Takes the packet [`SendQueue::front`] shows.
+    pub(crate) fn pop_front(&mut self) -> Option<(Option<u32>, Vec<u8>)> {
+        self.pop_front_checked().map(|(fixed, p, _)| (fixed, p))
     }
 
     fn uncount(&mut self, flow: Option<u64>, priority: bool) {
@@ -201,7 +213,7 @@ mod tests {
             &p,
             &FlowTable::new(64, std::time::Duration::from_secs(60), 7),
         );
-        q.push(a, p);
+        q.push(a, p, false);
         a.priority
     }
 

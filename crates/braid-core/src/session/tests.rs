@@ -50,6 +50,8 @@ pub(super) struct Net {
     flight: Vec<(Instant, u64, bool, PathId, Vec<u8>)>,
     order: u64,
     pub(super) at_server: Vec<Vec<u8>>,
+    /// For each of `at_server`: [`Session::delivered_checksums_verified`].
+    pub(super) verified_at_server: Vec<bool>,
     pub(super) at_gateway: Vec<Vec<u8>>,
     pub(super) gw_events: Vec<Event>,
     pub(super) srv_events: Vec<Event>,
@@ -88,6 +90,7 @@ impl Net {
             flight: Vec::new(),
             order: 0,
             at_server: Vec::new(),
+            verified_at_server: Vec::new(),
             at_gateway: Vec::new(),
             gw_events: Vec::new(),
             srv_events: Vec::new(),
@@ -117,6 +120,8 @@ impl Net {
             self.at_gateway.push(out.clone());
         }
         while self.srv.poll_deliver(&mut out) {
+            self.verified_at_server
+                .push(self.srv.delivered_checksums_verified());
             self.at_server.push(out.clone());
         }
         while let Some(e) = self.gw.poll_event() {
@@ -711,4 +716,99 @@ fn a_sparse_flow_passes_a_full_send_queue() {
     }
     assert!(refused > 300, "{refused}");
     assert_eq!(late, 0);
+}
+
+/// A packet whose checksums the sender vouches for is compressed without summing it, and
+/// one rebuilt from the compressed form is delivered as verified; a packet vouched for
+/// wrongly fails its rebuilt checksum at the peer and is dropped, where one not vouched
+/// for travels in full and is delivered as it was sent.
+#[test]
+fn checksums_vouched_for_are_not_summed_and_rebuilt_packets_are_verified() {
+    let mut net = Net::new(
+        config(),
+        vec![Pipe::new(20, None)],
+        vec![Pipe::new(20, None)],
+    );
+    net.run_until(net.at(300));
+    let mut sent = Vec::new();
+    for i in 0..20 {
+        let p = checked_segment(1000, 1 + 100 * i);
+        net.gw.send_checked(net.now, &p, true).unwrap();
+        sent.push(p);
+        let t = net.now + Duration::from_millis(5);
+        net.run_until(t);
+    }
+    net.run_until(net.now + Duration::from_millis(100));
+    assert_eq!(net.at_server, sent, "delivered as sent");
+    let stats = net.srv.stats().header_compression;
+    let verified = net.verified_at_server.iter().filter(|&&v| v).count() as u64;
+    assert!(stats.decompressed > 0);
+    assert_eq!(verified, stats.decompressed, "exactly the rebuilt ones");
+    for (p, &v) in net.at_server.iter().zip(&net.verified_at_server) {
+        if v {
+            assert_eq!(
+                crate::checksum::fold(crate::checksum::sum(&p[..20], 0)),
+                0xffff
+            );
+            let tcp_len = p.len() as u64 - 20;
+            let acc = crate::checksum::sum(&p[12..20], 6 + tcp_len);
+            assert_eq!(
+                crate::checksum::fold(crate::checksum::sum(&p[20..], acc)),
+                0xffff
+            );
+        }
+    }
+
+    let mut bad = checked_segment(1000, 1 + 100 * 20);
+    bad[60] ^= 1;
+    net.gw.send(net.now, &bad).unwrap();
+    net.run_until(net.now + Duration::from_millis(100));
+    assert_eq!(
+        net.at_server.last(),
+        Some(&bad),
+        "not vouched for: sent in full"
+    );
+    assert!(!net.verified_at_server.last().unwrap());
+    let delivered = net.at_server.len();
+    bad[24..28].copy_from_slice(&(1 + 100 * 21u32).to_be_bytes());
+    net.gw.send_checked(net.now, &bad, true).unwrap();
+    net.run_until(net.now + Duration::from_millis(100));
+    assert_eq!(
+        net.at_server.len(),
+        delivered,
+        "vouched for wrongly: dropped"
+    );
+    assert_eq!(net.srv.stats().header_compression.failed, 1);
+}
+
+/// `send_buffer` queues the caller's buffer itself: the peer gets the same bytes as
+/// through `send`, the caller gets an empty spare back, and a refused packet stays as it
+/// was.
+#[test]
+fn send_buffer_takes_the_packet_and_leaves_a_spare() {
+    let mut net = Net::new(
+        config(),
+        vec![Pipe::new(20, None)],
+        vec![Pipe::new(20, None)],
+    );
+    net.run_until(net.at(300));
+    let mut sent = Vec::new();
+    for i in 0..5 {
+        let p = checked_segment(1000, 1 + 100 * i);
+        let mut buf = p.clone();
+        net.gw.send_buffer(net.now, &mut buf, i % 2 == 0).unwrap();
+        assert!(buf.is_empty(), "a spare in its place");
+        sent.push(p);
+        let t = net.now + Duration::from_millis(5);
+        net.run_until(t);
+    }
+    net.run_until(net.now + Duration::from_millis(100));
+    assert_eq!(net.at_server, sent);
+    let mut big = vec![0x45; net.gw.config().max_packet_size + 1];
+    let before = big.clone();
+    assert!(matches!(
+        net.gw.send_buffer(net.now, &mut big, false),
+        Err(SendError::TooLarge { .. })
+    ));
+    assert_eq!(big, before, "refused: left as it was");
 }

@@ -100,7 +100,8 @@ pub struct Host {
     stacks: Stacks,
     /// Packets waiting for the network, and spare buffers.
     out: Packets,
-    rx: VecDeque<Packet>,
+    /// Received packets, each with whether its checksums are known to hold.
+    rx: VecDeque<(Packet, bool)>,
     /// When the oldest unprocessed packet arrived.
     rx_since: Option<Instant>,
     /// Client side of each TCP workload, by workload index (client host only).
@@ -338,13 +339,18 @@ impl Host {
         // Each segment is answered before the next is read, as a kernel does: packets that
         // arrive at the same instant still get an ACK for every second segment, which
         // clocks the sender's slow start.
-        while let Some(packet) = self.rx.pop_front() {
+        while let Some((packet, checksums_verified)) = self.rx.pop_front() {
             let kind = self.route(&packet);
             let server = &mut self.server;
             let mut admit = |local, remote| server.admit(local, remote);
-            let accepted = self
-                .stacks
-                .ingress(kind, now, packet, &mut self.out, &mut admit);
+            let accepted = self.stacks.ingress(
+                kind,
+                now,
+                packet,
+                checksums_verified,
+                &mut self.out,
+                &mut admit,
+            );
             if let Some((conn, local, remote)) = accepted {
                 self.server.on_accepted(conn, local, remote);
             }
@@ -386,10 +392,27 @@ impl Host {
     pub(crate) fn recycle(&mut self, packet: Packet) {
         self.out.recycle(packet);
     }
-}
 
-impl Node for Host {
-    fn receive(&mut self, now: Instant, packet: Packet) {
+    /// [`Node::poll_transmit`], with whether the packet's IPv4 and TCP checksums were
+    /// written over it as it stands (the TCP model's segments), so that they hold.
+    pub(crate) fn poll_transmit_checked(&mut self, now: Instant) -> Option<(Packet, bool)> {
+        if !self.rx.is_empty() {
+            self.drive(now);
+        }
+        let packet = self.out.pop_checked()?;
+        self.stats.packets_sent += 1;
+        Some(packet)
+    }
+
+    /// [`Node::receive`] of a packet whose IPv4 and TCP checksums are known to hold when
+    /// `checksums_verified` (one the engine rebuilt from header compression:
+    /// [`braid_core::Session::delivered_checksums_verified`]).
+    pub(crate) fn receive_checked(
+        &mut self,
+        now: Instant,
+        packet: Packet,
+        checksums_verified: bool,
+    ) {
         self.stats.packets_received += 1;
         if let Some(datagram) = parse_udp(&packet, self.addr) {
             if let Some((_, _, sink)) = self
@@ -406,17 +429,18 @@ impl Node for Host {
             self.stats.packets_dropped += 1;
             return;
         }
-        self.rx.push_back(packet);
+        self.rx.push_back((packet, checksums_verified));
         self.rx_since.get_or_insert(now);
+    }
+}
+
+impl Node for Host {
+    fn receive(&mut self, now: Instant, packet: Packet) {
+        self.receive_checked(now, packet, false);
     }
 
     fn poll_transmit(&mut self, now: Instant) -> Option<Packet> {
-        if !self.rx.is_empty() {
-            self.drive(now);
-        }
-        let packet = self.out.pop()?;
-        self.stats.packets_sent += 1;
-        Some(packet)
+        self.poll_transmit_checked(now).map(|(p, _)| p)
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

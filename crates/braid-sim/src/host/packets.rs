@@ -10,7 +10,8 @@ const POOL_LIMIT: usize = 256;
 
 #[derive(Debug, Default)]
 pub struct Packets {
-    tx: VecDeque<Packet>,
+    /// Each with whether its IPv4 and TCP checksums were written over it as it stands.
+    tx: VecDeque<(Packet, bool)>,
     pool: Vec<Packet>,
 }
 
@@ -22,11 +23,22 @@ impl Packets {
 
     /// Queues a packet for the network.
     pub fn push(&mut self, packet: Packet) {
-        self.tx.push_back(packet);
+        self.tx.push_back((packet, false));
+    }
+
+    /// Queues a packet whose IPv4 and TCP checksums were just written over it as it
+    /// stands (the model's `wire::emit`), so that they hold.
+    pub fn push_checked(&mut self, packet: Packet) {
+        self.tx.push_back((packet, true));
     }
 
     /// The oldest queued packet.
     pub fn pop(&mut self) -> Option<Packet> {
+        self.pop_checked().map(|(p, _)| p)
+    }
+
+    /// The oldest queued packet, with whether it was queued by [`Packets::push_checked`].
+    pub fn pop_checked(&mut self) -> Option<(Packet, bool)> {
         self.tx.pop_front()
     }
 

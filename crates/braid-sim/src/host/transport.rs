@@ -158,12 +158,14 @@ impl Stacks {
     }
 
     /// Hands `packet` to the stack `kind` (dropping it if there is none), then lets that
-    /// stack answer.
+    /// stack answer. `checksums_verified`: the packet's checksums are known to hold (the
+    /// model then skips summing it; smoltcp checks them as always).
     pub fn ingress(
         &mut self,
         kind: Option<Tcp>,
         now: Instant,
         packet: Packet,
+        checksums_verified: bool,
         out: &mut Packets,
         accept: &mut dyn FnMut(u16, u16) -> Option<Buffers>,
     ) -> Option<(Conn, u16, u16)> {
@@ -172,7 +174,7 @@ impl Stacks {
                 .ingress(now, packet, out, accept)
                 .map(|(h, l, r)| (Conn::Smoltcp(h), l, r)),
             (Some(Tcp::Linux), _, Some(s)) => s
-                .ingress(now, packet, out, accept)
+                .ingress_checked(now, packet, checksums_verified, out, accept)
                 .map(|(h, l, r)| (Conn::Linux(h), l, r)),
             _ => {
                 out.recycle(packet);

@@ -117,7 +117,10 @@ fn build_udp(
     udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
     udp[8..16].copy_from_slice(&seq.to_be_bytes());
     udp[16..24].copy_from_slice(&now.as_micros().to_be_bytes());
-    let mut csum = !fold(sum(udp, pseudo_header(src, dst, udp_len)));
+    // The payload past the CBR header is zeros, which add nothing to the sum (the headers
+    // are a whole number of 16-bit words).
+    let written = &udp[..UDP_HEADER + CBR_HEADER_BYTES];
+    let mut csum = !fold(sum(written, pseudo_header(src, dst, udp_len)));
     if csum == 0 {
         csum = 0xffff;
     }
@@ -361,6 +364,28 @@ mod tests {
         assert!(parse_udp(&bad_ip, B).is_none());
         for n in 0..p.len() {
             let _ = parse_udp(&p[..n], B);
+        }
+    }
+
+    /// The checksum, summed over the headers only, is that of the whole datagram.
+    #[test]
+    fn the_checksum_covers_the_zero_payload() {
+        for payload in (CBR_HEADER_BYTES..200).chain([1199, 1200, 1472]) {
+            let mut p = Vec::new();
+            build_udp(
+                &mut p,
+                (A, B),
+                7001,
+                77,
+                Instant::from_micros(123_457),
+                payload,
+            );
+            let udp = &p[IPV4_HEADER..];
+            assert_eq!(
+                fold(sum(udp, pseudo_header(A, B, udp.len()))),
+                0xffff,
+                "{payload}"
+            );
         }
     }
 

@@ -571,7 +571,7 @@ impl Conn {
         wire::emit_payload(&mut buf, &h, id, len as usize, |p| {
             snd.payload_into_zeroed(seq, p)
         });
-        out.push(buf);
+        out.push_checked(buf);
     }
 
     fn emit_syn(&mut self, now: Instant, out: &mut Packets) {
@@ -604,7 +604,7 @@ impl Conn {
         let mut buf = out.buffer();
         let id = self.next_ip_id();
         wire::emit(&mut buf, &h, id, 0, |_| {});
-        out.push(buf);
+        out.push_checked(buf);
         if self.syn_sent_at.is_none() {
             self.syn_sent_at = Some(now);
         }
@@ -626,7 +626,7 @@ impl Conn {
         let mut buf = out.buffer();
         let id = self.next_ip_id();
         wire::emit(&mut buf, &h, id, 0, |_| {});
-        out.push(buf);
+        out.push_checked(buf);
     }
 
     fn next_ip_id(&mut self) -> u16 {

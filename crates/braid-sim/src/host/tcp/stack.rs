@@ -164,7 +164,20 @@ impl Stack {
         out: &mut Packets,
         accept: &mut dyn FnMut(u16, u16) -> Option<Buffers>,
     ) -> Option<(ConnId, u16, u16)> {
-        let accepted = self.ingress_segment(now, &packet, out, accept);
+        self.ingress_checked(now, packet, false, out, accept)
+    }
+
+    /// [`Stack::ingress`] of a packet whose checksums are known to hold when
+    /// `checksums_verified` ([`wire::parse_checked`]).
+    pub fn ingress_checked(
+        &mut self,
+        now: Instant,
+        packet: Packet,
+        checksums_verified: bool,
+        out: &mut Packets,
+        accept: &mut dyn FnMut(u16, u16) -> Option<Buffers>,
+    ) -> Option<(ConnId, u16, u16)> {
+        let accepted = self.ingress_segment(now, &packet, checksums_verified, out, accept);
         out.recycle(packet);
         accepted
     }
@@ -173,10 +186,11 @@ impl Stack {
         &mut self,
         now: Instant,
         packet: &[u8],
+        checksums_verified: bool,
         out: &mut Packets,
         accept: &mut dyn FnMut(u16, u16) -> Option<Buffers>,
     ) -> Option<(ConnId, u16, u16)> {
-        let seg = match wire::parse(packet) {
+        let seg = match wire::parse_checked(packet, checksums_verified) {
             Ok(seg) if seg.header.dst == self.addr => seg,
             _ => {
                 self.stats.dropped += 1;
@@ -230,7 +244,7 @@ impl Stack {
         let mut buf = out.buffer();
         self.ip_id = self.ip_id.wrapping_add(1);
         wire::emit(&mut buf, &rst, self.ip_id, 0, |_| {});
-        out.push(buf);
+        out.push_checked(buf);
         self.stats.resets += 1;
     }
 

@@ -161,6 +161,12 @@ impl Segment<'_> {
 
 /// Parses an IPv4 packet carrying a TCP segment, verifying both checksums. Never panics.
 pub fn parse(packet: &[u8]) -> Result<Segment<'_>, WireError> {
+    parse_checked(packet, false)
+}
+
+/// [`parse`], with both checksums taken as verified when `checksums_verified` (a packet
+/// the engine rebuilt from header compression, which verified them: the sums would hold).
+pub fn parse_checked(packet: &[u8], checksums_verified: bool) -> Result<Segment<'_>, WireError> {
     let ip = packet.get(..IPV4_HEADER).ok_or(WireError::Truncated)?;
     if ip[0] >> 4 != 4 {
         return Err(WireError::NotIpv4);
@@ -176,7 +182,7 @@ pub fn parse(packet: &[u8]) -> Result<Segment<'_>, WireError> {
     if u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0 {
         return Err(WireError::Fragment);
     }
-    if fold(sum(&packet[..ihl], 0)) != 0xffff {
+    if !checksums_verified && fold(sum(&packet[..ihl], 0)) != 0xffff {
         return Err(WireError::IpChecksum);
     }
     let mut src = [0; 4];
@@ -188,7 +194,7 @@ pub fn parse(packet: &[u8]) -> Result<Segment<'_>, WireError> {
     if offset < TCP_HEADER || offset > tcp.len() {
         return Err(WireError::Truncated);
     }
-    if fold(sum(tcp, pseudo_header(src, dst, tcp.len()))) != 0xffff {
+    if !checksums_verified && fold(sum(tcp, pseudo_header(src, dst, tcp.len()))) != 0xffff {
         return Err(WireError::TcpChecksum);
     }
     let word = |i: usize| u32::from_be_bytes([tcp[i], tcp[i + 1], tcp[i + 2], tcp[i + 3]]);
