@@ -113,7 +113,15 @@ fn sim(a: &Args, why: &str) -> anyhow::Result<()> {
         trace_offset_s: 0.0,
         progress: Some(&mut cb),
     };
-    let report = braid_bench::demo::run(&mut opts)?;
+    let mut report = braid_bench::demo::run(&mut opts)?;
     bar.finish();
+    // With --json the intro is not printed: the reason goes to stderr and into the notes,
+    // so a run that fell back to the simulator is never read as a lab run.
+    if a.json {
+        eprintln!("braid demo: in the simulator: {why}");
+    }
+    report
+        .notes
+        .push(format!("in the simulator, not the lab: {why}"));
     crate::print_report(&report, a.json)
 }

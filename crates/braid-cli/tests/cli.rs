@@ -100,6 +100,19 @@ fn demo_prints_the_table() {
     for row in ["att only", "verizon only", "braid"] {
         assert!(s.contains(row), "{s}");
     }
+    // With --json the fallback to the simulator is said on stderr and in the notes.
+    let o = braid(&["demo", "--quick", "--sim", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("in the simulator"), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        v["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("not the lab: --sim")),
+        "{v}"
+    );
 }
 
 #[test]
