@@ -147,13 +147,13 @@ fn be32(b: &[u8], at: usize) -> u32 {
 }
 
 /// The IPv4 header checksum of `ip` (20 bytes) with its checksum field taken as zero.
-fn ip_checksum(ip: &[u8]) -> u16 {
+pub(crate) fn ip_checksum(ip: &[u8]) -> u16 {
     let acc = sum(&ip[..10], 0) + sum(&ip[12..IPV4], 0);
     !fold(acc)
 }
 
 /// Whether the TCP checksum of the IPv4 packet `p` (20-byte header) verifies.
-fn tcp_checksum_ok(p: &[u8]) -> bool {
+pub(crate) fn tcp_checksum_ok(p: &[u8]) -> bool {
     let tcp_len = (p.len() - IPV4) as u64;
     let acc = sum(&p[12..20], 0) + u64::from(PROTO_TCP) + tcp_len;
     fold(sum(&p[IPV4..], acc)) == 0xffff
