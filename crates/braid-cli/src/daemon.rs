@@ -69,6 +69,9 @@ pub fn gateway(a: DaemonArgs) -> anyhow::Result<()> {
     let mut shutdown = braid_net::Shutdown::new()?;
     let split = braid_net::split_tcp::SplitTcp::gateway(&cfg)?;
     let mut g = braid_net::gateway::Gateway::new(cfg, mtu, shared)?;
+    if let Some(a) = split.as_ref().and_then(|s| s.arrivals()) {
+        g.count_arrivals(a);
+    }
     let r = g.run(&mut shutdown);
     // The redirect goes first: the lab and init systems allow a short grace period.
     drop(split);

@@ -283,6 +283,15 @@ impl Session {
         self.role
     }
 
+    /// `bytes` of datagrams that are not this session's arrived on `path` (split-TCP's
+    /// stream on its own socket): counted in the path's capacity estimate, whose packet
+    /// pairs they spread ([`crate::path::capacity::CapacityEstimator::note_foreign`]).
+    pub fn note_foreign_arrivals(&mut self, path: PathId, bytes: u64) {
+        if let Some(pi) = self.index.get(usize::from(path)).copied().flatten() {
+            self.paths[usize::from(pi)].note_foreign_arrivals(bytes);
+        }
+    }
+
     /// The session's paths, in configuration order.
     pub fn paths(&self) -> &[Path] {
         &self.paths

@@ -68,6 +68,9 @@ struct Uplink {
 
 /// The running gateway.
 pub struct Gateway {
+    /// Split-TCP's stream bytes received per uplink, told to the session's capacity
+    /// estimates (crate::split_tcp::arrivals).
+    arrivals: Option<crate::split_tcp::arrivals::Arrivals>,
     cfg: GatewayConfig,
     clock: Clock,
     poll: Poll,
@@ -102,6 +105,12 @@ pub struct Gateway {
 }
 
 impl Gateway {
+    /// Takes split-TCP's stream arrivals per uplink from `a` into the session's capacity
+    /// estimates.
+    pub fn count_arrivals(&mut self, a: crate::split_tcp::arrivals::Arrivals) {
+        self.arrivals = Some(a);
+    }
+
     /// Sets everything up: TUN device, one socket per uplink, the security layer (which
     /// starts the handshake), the engine once the session is up. `mtu` is the checked inner
     /// MTU ([`GatewayConfig::check_system`]).
@@ -144,6 +153,7 @@ impl Gateway {
             .collect();
         let scratch = vec![0; 256 + 2200 + usize::from(mtu) + braid_secure::MAX_HANDSHAKE_LEN];
         let mut g = Gateway {
+            arrivals: None,
             mss: mss::mss_for_mtu(mtu),
             clock,
             poll,
@@ -309,6 +319,12 @@ impl Gateway {
     /// Receives datagrams on uplink `i` into the engine. True when the budget ran out.
     fn drain_uplink(&mut self, i: usize, now: Instant) -> bool {
         let path = i as PathId;
+        if let (Some(a), Some(s)) = (&self.arrivals, self.session.as_mut()) {
+            let foreign = a.take(i);
+            if foreign > 0 {
+                s.note_foreign_arrivals(path, foreign);
+            }
+        }
         let mut rx = std::mem::take(&mut self.rx);
         let mut more = true;
         for _ in 0..BUDGET / 4 {

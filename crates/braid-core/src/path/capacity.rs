@@ -110,6 +110,13 @@ struct Interval {
     max_waited_us: i64,
 }
 
+/// Bytes other senders' datagrams brought on the path while an interval ran
+/// ([`CapacityEstimator::note_foreign`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Foreign {
+    bytes: u64,
+}
+
 /// Receiver-side capacity estimator of one path.
 #[derive(Clone, Debug)]
 pub struct CapacityEstimator {
@@ -126,6 +133,8 @@ pub struct CapacityEstimator {
     /// Whether the estimate is a configured expectation or a measurement, rather than
     /// [`UNKNOWN_BPS`] standing in for a capacity nobody configured.
     known: bool,
+    /// Foreign bytes of the current interval.
+    foreign: Foreign,
 }
 
 /// The working estimate of a path whose expected capacity was not configured (a server
@@ -153,6 +162,7 @@ impl CapacityEstimator {
             min_delay: None,
             run: None,
             known: initial_bps != 0,
+            foreign: Foreign::default(),
         }
     }
 
@@ -164,6 +174,18 @@ impl CapacityEstimator {
     /// Current estimate, bits per second.
     pub fn estimate_bps(&self) -> u64 {
         self.estimate_bps
+    }
+
+    /// `bytes` of another sender's datagrams arrived on the path (split-TCP's stream beside
+    /// the tunnel, on its own socket): they interleave with this path's datagrams at the
+    /// bottleneck and spread its packet pairs, so a busy pair reads the share left over,
+    /// not the capacity. An interval's own and foreign bytes over its length are a lower
+    /// bound of the capacity (capacity >= throughput), which the estimate never falls
+    /// under while foreign bytes are counted.
+    pub fn note_foreign(&mut self, bytes: u64) {
+        if self.current.is_some() {
+            self.foreign.bytes += bytes;
+        }
     }
 
     /// Accounts for a datagram of `wire_bytes` that arrived at `now` and was sent at the
@@ -179,7 +201,7 @@ impl CapacityEstimator {
         let mut changed = None;
         if let Some(iv) = self.current {
             if now.saturating_duration_since(iv.start) >= self.interval {
-                changed = self.close(iv);
+                changed = self.close(iv, now);
                 self.current = None;
             }
         }
@@ -229,7 +251,7 @@ impl CapacityEstimator {
         if !self.known && iv.busy_pairs >= FIRST_BUSY_PAIRS {
             let iv = *iv;
             self.current = None;
-            changed = self.close(iv).or(changed);
+            changed = self.close(iv, now).or(changed);
         }
         changed
     }
@@ -265,7 +287,24 @@ impl CapacityEstimator {
         (rate >= self.estimate_bps.saturating_mul(RAISE)).then_some(rate)
     }
 
-    fn close(&mut self, iv: Interval) -> Option<u64> {
+    /// The interval's own and foreign bytes over its length, when foreign bytes came.
+    fn delivered_floor(&mut self, iv: &Interval, now: Instant) -> u64 {
+        let foreign = std::mem::take(&mut self.foreign).bytes;
+        let us = now.saturating_duration_since(iv.start).as_micros() as u64;
+        if foreign == 0 || us == 0 {
+            return 0;
+        }
+        u64::try_from(u128::from(iv.all_bytes + foreign) * 8 * 1_000_000 / u128::from(us))
+            .unwrap_or(u64::MAX)
+    }
+
+    fn close(&mut self, iv: Interval, now: Instant) -> Option<u64> {
+        let floor = self.delivered_floor(&iv, now);
+        if floor > self.estimate_bps && self.known {
+            self.run = None;
+            self.estimate_bps = floor;
+            return Some(floor);
+        }
         if let Some(rate) = self.uncongested_rate(&iv) {
             self.run = None;
             self.estimate_bps = rate;
@@ -276,7 +315,8 @@ impl CapacityEstimator {
         }
         let rate =
             u64::try_from(u128::from(iv.busy_bytes) * 8 * 1_000_000 / u128::from(iv.busy_us))
-                .unwrap_or(u64::MAX);
+                .unwrap_or(u64::MAX)
+                .max(floor);
         if !self.known {
             // The first measurement of an unknown capacity stands alone.
             self.known = true;
@@ -338,6 +378,24 @@ mod tests {
             }
         }
         changed
+    }
+
+    #[test]
+    fn foreign_bytes_keep_the_estimate_at_what_the_path_delivered() {
+        // A 10 Mbit/s path; this sender's pairs leave 1 ms apart and arrive 4 ms apart,
+        // spread by another sender's datagrams in between: read alone, 2 Mbit/s.
+        let run = |foreign: u64| {
+            let mut c = CapacityEstimator::new(10_000_000, Duration::from_millis(500));
+            for k in 0..3 {
+                interval(&mut c, 500 * k, 125, 1000, 4000);
+                c.note_foreign(foreign);
+            }
+            interval(&mut c, 1500, 1, 1000, 4000);
+            c.estimate_bps()
+        };
+        assert_eq!(run(0), 6_000_000, "alone, the pairs pull it down");
+        // The other sender brought 500 kB an interval: 125 kB + 500 kB in 0.5 s.
+        assert_eq!(run(500_000), 10_000_000);
     }
 
     #[test]

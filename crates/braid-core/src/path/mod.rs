@@ -706,6 +706,11 @@ impl Path {
         seq
     }
 
+    /// Another sender's bytes arrived on the path ([`CapacityEstimator::note_foreign`]).
+    pub(crate) fn note_foreign_arrivals(&mut self, bytes: u64) {
+        self.rx.capacity.note_foreign(bytes);
+    }
+
     /// Accounts for a datagram received on the path. Returns whether the path came back up,
     /// and the capacity estimate if it changed.
     pub(crate) fn on_receive(

@@ -15,6 +15,7 @@
 //! own keyed by the daemons' keys ([`service`]). docs/architecture.md gives the connection
 //! setup and its round trips.
 
+pub mod arrivals;
 pub mod frame;
 pub mod redirect;
 pub mod service;
@@ -46,6 +47,9 @@ pub fn split_classes(e: &EngineSection) -> Vec<&ClassConfig> {
 /// The running split-TCP service; stopped, and the gateway's redirect removed, on drop.
 #[derive(Debug)]
 pub struct SplitTcp {
+    /// The stream's bytes received per uplink, for the tunnel's capacity estimates
+    /// ([`arrivals`]; the gateway's).
+    arrivals: Option<arrivals::Arrivals>,
     redirect: Option<redirect::Redirect>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -62,8 +66,10 @@ impl SplitTcp {
         let table = redirect::table_name(&cfg.tun);
         let bindings = cfg.uplinks.iter().map(|u| u.binding.clone()).collect();
         let sec = crate::secure::gateway_security(cfg, crate::clock::Clock::start().now())?;
+        let arrivals = arrivals::Arrivals::new(cfg.uplinks.len());
         let mut lp = service::GatewayLoop::new(bindings, port_beside(cfg.server_endpoint), sec)
-            .map_err(|e| DaemonError::Setup(format!("split-TCP listener: {e}")))?;
+            .map_err(|e| DaemonError::Setup(format!("split-TCP listener: {e}")))?
+            .with_arrivals(arrivals.clone());
         let ports = lp.ports()?;
         let rules = redirect::ruleset(&table, &cfg.tun, &cfg.routes, &classes, ports)
             .map_err(|e| DaemonError::Setup(format!("{}: {e}", cfg.file)))?;
@@ -78,6 +84,7 @@ impl SplitTcp {
             "split-TCP redirect installed"
         );
         Ok(Some(SplitTcp {
+            arrivals: Some(arrivals),
             redirect: Some(redirect),
             stop,
             thread: Some(thread),
@@ -96,10 +103,18 @@ impl SplitTcp {
         let (stop, thread) = service::spawn("braid-split-tcp", move |stop| lp.run(stop))?;
         tracing::info!(listen = %at, "split-TCP relay listening");
         Ok(Some(SplitTcp {
+            arrivals: None,
             redirect: None,
             stop,
             thread: Some(thread),
         }))
+    }
+}
+
+impl SplitTcp {
+    /// What the gateway's stream receives per uplink, for the tunnel's loop to take.
+    pub fn arrivals(&self) -> Option<arrivals::Arrivals> {
+        self.arrivals.clone()
     }
 }
 

@@ -38,6 +38,7 @@ use mio::net::{TcpListener, TcpStream, UdpSocket};
 use mio::{Events, Interest, Poll, Token};
 use socket2::{Domain, Protocol, Socket, Type};
 
+use super::arrivals::Arrivals;
 use super::redirect::{original_destination, Ports};
 use super::session::{Conn, Request, Session};
 use crate::clock::Clock;
@@ -228,6 +229,8 @@ pub struct GatewayLoop {
     /// When the keepalives go out next on every uplink; `now` as soon as the session has
     /// an id, so the server learns every uplink's address before the stream needs it.
     next_keepalive: Instant,
+    /// Bytes received per uplink, for the packet tunnel's capacity estimates.
+    arrivals: Option<Arrivals>,
 }
 
 impl GatewayLoop {
@@ -272,9 +275,16 @@ impl GatewayLoop {
             last_rx: now,
             next_rehandshake: now,
             next_keepalive: now,
+            arrivals: None,
         };
         g.bind_uplinks();
         Ok(g)
+    }
+
+    /// Counts the bytes received per uplink into `a` ([`super::arrivals`]).
+    pub fn with_arrivals(mut self, a: Arrivals) -> GatewayLoop {
+        self.arrivals = Some(a);
+        self
     }
 
     /// The redirect's target ports.
@@ -386,16 +396,20 @@ impl GatewayLoop {
         let Some(sock) = self.sockets.get(i).and_then(Option::as_ref) else {
             return;
         };
-        let (id, session, confirmed, sec, refused, last_rx) = (
+        let (id, session, confirmed, sec, refused, last_rx, arrivals) = (
             self.id,
             &mut self.session,
             &mut self.confirmed,
             &mut self.sec,
             &mut self.refused,
             &mut self.last_rx,
+            &self.arrivals,
         );
         let mut gone = false;
         drain(sock, buf, |_, d| {
+            if let Some(a) = arrivals {
+                a.add(i, d.len());
+            }
             let range = match sec.open(now, i as PathId, d) {
                 Ok(Opened::Data { range, .. }) => range,
                 Ok(Opened::Keepalive { .. }) => {
