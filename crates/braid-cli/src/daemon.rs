@@ -94,8 +94,11 @@ pub fn server(a: DaemonArgs) -> anyhow::Result<()> {
         ControlSocket::serve(&cfg.socket_path(), shared.clone()).map_err(anyhow::Error::msg)?;
     web(&cfg.control, &shared)?;
     let mut shutdown = braid_net::Shutdown::new()?;
-    let _split = braid_net::split_tcp::SplitTcp::server(&cfg)?;
+    let split = braid_net::split_tcp::SplitTcp::server(&cfg)?;
     let mut s = braid_net::server::Server::new(cfg, shared)?;
+    if let Some(a) = split.as_ref().and_then(|sp| sp.peer_arrivals()) {
+        s.count_arrivals(a);
+    }
     s.run(&mut shutdown)?;
     Ok(())
 }

@@ -388,6 +388,14 @@ impl ServerSecurity {
         }
     }
 
+    /// The gateway key `session` belongs to (none without encryption).
+    pub fn session_peer(&self, session: u32) -> Option<braid_secure::PublicKey> {
+        match self {
+            ServerSecurity::Plaintext => None,
+            ServerSecurity::Noise(s) => s.session_peer(SessionId::new(session)?),
+        }
+    }
+
     /// Opens a datagram from `from` in place; a handshake answer goes into `reply`.
     pub fn open(
         &mut self,

@@ -66,6 +66,9 @@ struct Peer {
 
 /// The running server.
 pub struct Server {
+    /// Split-TCP's stream bytes received per gateway and path, told to the sessions'
+    /// capacity estimates (crate::split_tcp::arrivals).
+    arrivals: Option<crate::split_tcp::arrivals::PeerArrivals>,
     cfg: ServerConfig,
     clock: Clock,
     poll: Poll,
@@ -99,6 +102,27 @@ pub struct Server {
 }
 
 impl Server {
+    /// Takes split-TCP's stream arrivals per gateway and path from `a` into the sessions'
+    /// capacity estimates.
+    pub fn count_arrivals(&mut self, a: crate::split_tcp::arrivals::PeerArrivals) {
+        self.arrivals = Some(a);
+    }
+
+    /// Hands the stream's arrivals to the session of the gateway they came from.
+    fn take_arrivals(&mut self) {
+        let Some(a) = &self.arrivals else { return };
+        let (sec, peers) = (&self.sec, &mut self.peers);
+        a.take_all(|key, path, bytes| {
+            if let Some(p) = peers
+                .iter_mut()
+                .find(|(id, _)| sec.session_peer(**id).as_ref() == Some(key))
+                .map(|(_, p)| p)
+            {
+                p.session.note_foreign_arrivals(path, bytes);
+            }
+        });
+    }
+
     /// Sets everything up: the TUN device with the server's address, the UDP socket,
     /// forwarding and nftables rules (undone at shutdown).
     pub fn new(cfg: ServerConfig, shared: Shared) -> Result<Server, DaemonError> {
@@ -175,6 +199,7 @@ impl Server {
             "server started"
         );
         Ok(Server {
+            arrivals: None,
             mss: mss::mss_for_mtu(cfg.mtu),
             clock,
             poll,
@@ -275,6 +300,7 @@ impl Server {
     }
 
     fn drain_udp(&mut self, now: Instant) -> bool {
+        self.take_arrivals();
         let mut rx = std::mem::take(&mut self.rx);
         let mut more = true;
         for _ in 0..BUDGET / 4 {

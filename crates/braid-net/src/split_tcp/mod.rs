@@ -47,9 +47,10 @@ pub fn split_classes(e: &EngineSection) -> Vec<&ClassConfig> {
 /// The running split-TCP service; stopped, and the gateway's redirect removed, on drop.
 #[derive(Debug)]
 pub struct SplitTcp {
-    /// The stream's bytes received per uplink, for the tunnel's capacity estimates
-    /// ([`arrivals`]; the gateway's).
+    /// The stream's bytes received per uplink (the gateway's) or per gateway and path
+    /// (the server's), for the tunnel's capacity estimates ([`arrivals`]).
     arrivals: Option<arrivals::Arrivals>,
+    peer_arrivals: Option<arrivals::PeerArrivals>,
     redirect: Option<redirect::Redirect>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -85,6 +86,7 @@ impl SplitTcp {
         );
         Ok(Some(SplitTcp {
             arrivals: Some(arrivals),
+            peer_arrivals: None,
             redirect: Some(redirect),
             stop,
             thread: Some(thread),
@@ -98,12 +100,15 @@ impl SplitTcp {
         }
         let at = port_beside(cfg.listen);
         let sec = crate::secure::server_security(cfg, crate::clock::Clock::start().now())?;
+        let peer_arrivals = arrivals::PeerArrivals::default();
         let mut lp = service::ServerLoop::new(at, sec)
-            .map_err(|e| DaemonError::Setup(format!("split-TCP socket {at}: {e}")))?;
+            .map_err(|e| DaemonError::Setup(format!("split-TCP socket {at}: {e}")))?
+            .with_arrivals(peer_arrivals.clone());
         let (stop, thread) = service::spawn("braid-split-tcp", move |stop| lp.run(stop))?;
         tracing::info!(listen = %at, "split-TCP relay listening");
         Ok(Some(SplitTcp {
             arrivals: None,
+            peer_arrivals: Some(peer_arrivals),
             redirect: None,
             stop,
             thread: Some(thread),
@@ -115,6 +120,11 @@ impl SplitTcp {
     /// What the gateway's stream receives per uplink, for the tunnel's loop to take.
     pub fn arrivals(&self) -> Option<arrivals::Arrivals> {
         self.arrivals.clone()
+    }
+
+    /// What the server's stream receives per gateway and path, for the tunnel's loop.
+    pub fn peer_arrivals(&self) -> Option<arrivals::PeerArrivals> {
+        self.peer_arrivals.clone()
     }
 }
 

@@ -38,7 +38,7 @@ use mio::net::{TcpListener, TcpStream, UdpSocket};
 use mio::{Events, Interest, Poll, Token};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::arrivals::Arrivals;
+use super::arrivals::{Arrivals, PeerArrivals};
 use super::redirect::{original_destination, Ports};
 use super::session::{Conn, Request, Session};
 use crate::clock::Clock;
@@ -648,6 +648,10 @@ pub struct ServerLoop {
     tokens: HashMap<Token, (u32, u32)>,
     next_token: usize,
     refused: Refused,
+    /// Bytes received per gateway key and path, for the packet tunnel's capacity
+    /// estimates, and the current read's counts before they go there.
+    arrivals: Option<PeerArrivals>,
+    batch: HashMap<(braid_secure::PublicKey, PathId), u64>,
 }
 
 /// What the server's loop counted, for tests and logs.
@@ -680,7 +684,15 @@ impl ServerLoop {
             tokens: HashMap::new(),
             next_token: CONN0,
             refused: Refused::default(),
+            arrivals: None,
+            batch: HashMap::new(),
         })
+    }
+
+    /// Counts the bytes received per gateway and path into `a` ([`super::arrivals`]).
+    pub fn with_arrivals(mut self, a: PeerArrivals) -> ServerLoop {
+        self.arrivals = Some(a);
+        self
     }
 
     /// The address the loop listens on.
@@ -795,16 +807,25 @@ impl ServerLoop {
         let load = self.handshakes.load(now);
         let mut answers: Vec<(u32, PathId, u8, SocketAddr)> = Vec::new();
         let mut addressed: Vec<(u32, PathId)> = Vec::new();
-        let (socket, sec, reply, peers, refused, handshakes) = (
+        let (socket, sec, reply, peers, refused, handshakes, batch) = (
             &self.socket,
             &mut self.sec,
             &mut self.reply,
             &mut self.peers,
             &mut self.refused,
             &mut self.handshakes,
+            &mut self.batch,
         );
+        let counting = self.arrivals.is_some();
         drain(socket, buf, |from, d| {
-            let (session, path, range) = match sec.open(now, from, load, d, reply) {
+            let len = d.len() as u64;
+            let opened = sec.open(now, from, load, d, reply);
+            if let (true, Ok(Opened::Data { session, path, .. })) = (counting, &opened) {
+                if let Some(k) = sec.session_peer(*session) {
+                    *batch.entry((k, *path)).or_default() += len + super::arrivals::WIRE_OVERHEAD;
+                }
+            }
+            let (session, path, range) = match opened {
                 Ok(Opened::Data {
                     session,
                     path,
@@ -863,6 +884,9 @@ impl ServerLoop {
                 peer.session.handle_chunk(now, path, chunk);
             }
         });
+        if let Some(a) = &self.arrivals {
+            a.add_all(&mut self.batch);
+        }
         for a in answers {
             self.answer(now, a, dgram);
         }
