@@ -73,6 +73,9 @@ pub struct Report {
     pub gateway_intervals: Vec<braid_core::metered::IntervalRecord>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub server_intervals: Vec<braid_core::metered::IntervalRecord>,
+    /// Split-TCP's gateway and server ends, when a class asks for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split: Option<[split::SplitStats; 2]>,
     /// Simulator steps taken (instants visited).
     pub events: u64,
     /// Virtual seconds simulated.
@@ -101,6 +104,8 @@ struct SimPath {
 struct Engines {
     gateway: Session,
     server: Session,
+    /// Split-TCP's two ends, when a class asks for it ([`split`]).
+    split: Option<(split::SplitEnd, split::SplitEnd)>,
     tx_buf: Vec<u8>,
     deliver_buf: Vec<u8>,
     /// Buffers of datagrams the engines consumed, for the next ones they send (a
@@ -189,6 +194,8 @@ struct Timeouts {
     internet: Option<Instant>,
     gateway: Option<Instant>,
     server: Option<Instant>,
+    /// Split-TCP's two ends.
+    split: Option<Instant>,
     /// The earliest of the links'.
     links: Option<Instant>,
 }
@@ -201,6 +208,7 @@ impl Timeouts {
             self.internet,
             self.gateway,
             self.server,
+            self.split,
             self.links,
         ]
         .into_iter()
@@ -290,6 +298,20 @@ impl World {
                 if let Some(m) = config.metering.as_mut().filter(|m| m.announce) {
                     m.paths.clear();
                 }
+                let split = split::SplitEnd::new(
+                    split::End::Gateway,
+                    &config.classes,
+                    rates.len(),
+                    scenario.mtu,
+                    seed,
+                )
+                .zip(split::SplitEnd::new(
+                    split::End::Server,
+                    &config.classes,
+                    rates.len(),
+                    scenario.mtu,
+                    seed,
+                ));
                 let server = Session::new(config, Role::Server, &srv_paths, Instant::ZERO)?;
                 let tx_buf = vec![
                     0;
@@ -301,6 +323,7 @@ impl World {
                     Some(Engines {
                         gateway,
                         server,
+                        split,
                         tx_buf,
                         deliver_buf: Vec::with_capacity(2048),
                         spare: Vec::new(),
@@ -371,6 +394,10 @@ impl World {
             while let Some((mut p, checked)) = self.client.poll_transmit_checked(now) {
                 moved = true;
                 match &mut self.engines {
+                    Some(Engines {
+                        split: Some((g, _)),
+                        ..
+                    }) if g.claims(&p) => g.ingress(now, p),
                     // A refused packet (queue full, too large) is counted by the engine.
                     Some(e) => {
                         let _ = e.gateway.send_buffer(now, &mut p, checked);
@@ -382,6 +409,10 @@ impl World {
             while let Some((mut p, checked)) = self.internet.poll_transmit_checked(now) {
                 moved = true;
                 match &mut self.engines {
+                    Some(Engines {
+                        split: Some((_, sv)),
+                        ..
+                    }) if sv.claims(&p) => sv.ingress(now, p),
                     Some(e) => {
                         let _ = e.server.send_buffer(now, &mut p, checked);
                         self.internet.recycle(p);
@@ -405,6 +436,34 @@ impl World {
                         path.down.send_sized(now, d, t.len + overhead);
                     }
                 }
+                if let Some((g, sv)) = &mut e.split {
+                    moved |= g.relay(now) | sv.relay(now);
+                    while let Some((p, checked)) = g.poll_lan() {
+                        moved = true;
+                        self.client.receive_checked(now, p, checked);
+                    }
+                    while let Some((p, checked)) = sv.poll_lan() {
+                        moved = true;
+                        self.internet.receive_checked(now, p, checked);
+                    }
+                    let mut d = Vec::new();
+                    while let Some(path) = g.poll_transmit(now, &mut d) {
+                        moved = true;
+                        if let Some(sp) = self.paths.get_mut(usize::from(path)) {
+                            let len = d.len();
+                            sp.up
+                                .send_sized(now, std::mem::take(&mut d), len + overhead);
+                        }
+                    }
+                    while let Some(path) = sv.poll_transmit(now, &mut d) {
+                        moved = true;
+                        if let Some(sp) = self.paths.get_mut(usize::from(path)) {
+                            let len = d.len();
+                            sp.down
+                                .send_sized(now, std::mem::take(&mut d), len + overhead);
+                        }
+                    }
+                }
             }
             // Links deliver to the far end. Corrupted braid datagrams are dropped as the UDP
             // checksum would drop them; in direct mode the hosts' own IP and TCP checksums
@@ -416,6 +475,17 @@ impl World {
                         Some(e) if corrupted => {
                             path.checksum_drops.0 += 1;
                             e.recycle(p);
+                        }
+                        Some(Engines {
+                            server,
+                            split: Some((_, sv)),
+                            ..
+                        }) if p.first() == Some(&split::TAG) => {
+                            server.note_foreign_arrivals(
+                                path_id(i),
+                                (p.len() + self.overhead) as u64,
+                            );
+                            sv.handle_chunk(now, path_id(i), &p[1..]);
                         }
                         // Malformed datagrams are counted by the engine.
                         Some(e) => {
@@ -431,6 +501,17 @@ impl World {
                         Some(e) if corrupted => {
                             path.checksum_drops.1 += 1;
                             e.recycle(p);
+                        }
+                        Some(Engines {
+                            gateway,
+                            split: Some((g, _)),
+                            ..
+                        }) if p.first() == Some(&split::TAG) => {
+                            gateway.note_foreign_arrivals(
+                                path_id(i),
+                                (p.len() + self.overhead) as u64,
+                            );
+                            g.handle_chunk(now, path_id(i), &p[1..]);
                         }
                         Some(e) => {
                             drop(e.gateway.handle_datagram(now, path_id(i), &p));
@@ -471,7 +552,16 @@ impl World {
             Some(e) => (e.gateway.poll_timeout(), e.server.poll_timeout()),
             None => (None, None),
         };
+        let split = (self.engines.as_ref())
+            .and_then(|e| e.split.as_ref())
+            .and_then(|(g, sv)| {
+                [g.poll_timeout(self.now), sv.poll_timeout(self.now)]
+                    .into_iter()
+                    .flatten()
+                    .min()
+            });
         Timeouts {
+            split,
             client: self.client.poll_timeout(),
             internet: self.internet.poll_timeout(),
             gateway,
@@ -497,6 +587,10 @@ impl World {
             }
             if due.server.is_some_and(|t| t <= now) {
                 e.server.handle_timeout(now);
+            }
+            if let (Some((g, sv)), true) = (&mut e.split, due.split.is_some_and(|t| t <= now)) {
+                g.handle_timeout(now);
+                sv.handle_timeout(now);
             }
         }
         // Links need no timeout call: `settle` polls their deliveries at `now`.
@@ -527,6 +621,9 @@ impl World {
             server_intervals: (self.engines.iter())
                 .flat_map(|e| e.server.metering_log().copied())
                 .collect(),
+            split: (self.engines.as_ref())
+                .and_then(|e| e.split.as_ref())
+                .map(|(g, sv)| [g.stats(), sv.stats()]),
             events: self.events,
             virtual_s: self.now.as_secs_f64(),
         }
@@ -545,6 +642,8 @@ fn kebab<T: Serialize>(value: &T) -> String {
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_else(|| "?".to_owned())
 }
+
+pub mod split;
 
 #[cfg(test)]
 mod rpc_tests;

@@ -24,12 +24,14 @@
 
 pub mod chunk;
 pub mod congestion;
+pub mod frame;
 pub mod path;
 pub mod rack;
 pub mod receiver;
 pub mod rto;
 pub mod sched;
 pub mod sender;
+pub mod split;
 
 #[cfg(test)]
 pub(crate) mod link;

@@ -83,6 +83,8 @@ pub struct StreamSender {
     /// its cut episode (if they belong to one), for the spurious-retransmission checks.
     resent: BTreeMap<u64, (usize, Option<u64>)>,
     stats: SenderStats,
+    /// Bytes the writer holds back beyond `pending` ([`StreamSender::set_waiting_beyond`]).
+    waiting_beyond: usize,
 }
 
 impl StreamSender {
@@ -104,6 +106,7 @@ impl StreamSender {
             peer_rwnd: config.initial_peer_rwnd as u64,
             dup_cum: 0,
             resent: BTreeMap::new(),
+            waiting_beyond: 0,
             stats: SenderStats {
                 chunks_sent: vec![0; paths],
                 ..SenderStats::default()
@@ -131,6 +134,29 @@ impl StreamSender {
     /// Bytes written and not yet acknowledged.
     pub fn buffered(&self) -> usize {
         self.pending.len() + self.outstanding_bytes
+    }
+
+    /// The live paths' congestion windows together, bytes.
+    pub fn window_sum(&self) -> u64 {
+        self.paths
+            .iter()
+            .filter(|p| p.failed.is_none())
+            .map(|p| p.window.cwnd())
+            .sum()
+    }
+
+    /// Bytes the writer has waiting that it has not written yet (split-TCP's relay keeps
+    /// them in the sockets, [`super::split::unsent_limit`]): counted in the backlog the
+    /// delay-based scheduler weighs, which decides whether the slower paths are worth
+    /// using. Without it a capped backlog read as a short one, and lab-split-tcp's slow
+    /// paths went unused.
+    pub fn set_waiting_beyond(&mut self, bytes: usize) {
+        self.waiting_beyond = bytes;
+    }
+
+    /// Bytes written and not yet sent once.
+    pub fn unsent(&self) -> usize {
+        self.pending.len()
     }
 
     /// Every byte and the FIN are acknowledged.
@@ -194,7 +220,7 @@ impl StreamSender {
             }
             (self.next_tsn, None)
         };
-        let backlog = self.pending.len() as u64
+        let backlog = (self.pending.len() + self.waiting_beyond) as u64
             + self
                 .retransmit
                 .iter()

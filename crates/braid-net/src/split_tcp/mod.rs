@@ -16,7 +16,7 @@
 //! setup and its round trips.
 
 pub mod arrivals;
-pub mod frame;
+pub use braid_core::stream::frame;
 pub mod redirect;
 pub mod service;
 pub mod session;

@@ -8,32 +8,22 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::time::Duration;
 
-use braid_core::stream::{
-    FastRetransmit, ReceiverConfig, StreamConfig, StreamReceiver, StreamSender,
-};
+use braid_core::stream::{StreamReceiver, StreamSender};
 use braid_core::{Instant, PathId};
 use mio::net::TcpStream;
 
 use super::frame::{Frame, FrameError, HEADER, MAX_DATA};
+pub use braid_core::stream::split::{
+    receiver_config, stream_config, unsent_limit, CHUNK_PAYLOAD, GAP_BLOCKS, STREAM_BUFFER,
+};
 
 /// Bytes one connection may have in flight towards the peer's socket before the peer
 /// reports them written (its CREDIT frames): the per-connection flow-control window, so a
 /// slow reader never blocks the stream the other connections share. 8 MB covers lab-bulk's
 /// summed 37 Mbit/s over its 200 ms path with 250 ms queues (lab-split-tcp).
 pub const CONN_WINDOW: u64 = 8 << 20;
-/// Bytes written and not yet acknowledged on the stream, and the receive window: the
-/// stream's own flow control, sized like [`CONN_WINDOW`].
-pub const STREAM_BUFFER: usize = 8 << 20;
 /// Written bytes are reported to the peer in CREDIT frames of at least this.
 const CREDIT_STEP: u64 = 64 * 1024;
-/// Gap blocks a SACK carries at most: the full 120 took 2.9 Mbit/s of a 3 Mbit/s uplink
-/// once holes opened, and the dropped SACKs fired spurious RTO expiries; 16-32 drop none
-/// (`braid bench trace-stream --quick`, docs/benchmarks.md).
-pub const GAP_BLOCKS: usize = 32;
-/// DATA chunk payload: 1400 bytes, so a chunk with its headers and AEAD tag fits a
-/// 1500-byte path MTU.
-pub const CHUNK_PAYLOAD: usize = 1400;
-
 /// One relayed TCP connection.
 #[derive(Debug)]
 pub struct Conn {
@@ -103,6 +93,8 @@ pub struct Session {
     pub last_heard: Instant,
     pub stats: SessionStats,
     paths: usize,
+    /// The connection whose bytes went onto the stream last.
+    last_read: u32,
 }
 
 /// What the loop must do for a session beyond relaying.
@@ -110,36 +102,6 @@ pub struct Session {
 pub enum Request {
     /// The server opens connection `conn` to `to`.
     Open { conn: u32, to: SocketAddr },
-}
-
-/// The sending end's options of a split-TCP stream (also what `trace-stream` measures and
-/// what `braid send` uses): oSCTP's, with random losses keeping the window and RACK's
-/// reordering allowance ([`FastRetransmit::Rack`], RFC 8985) in place of SD-FRT's count,
-/// and a failed path revived by slow start back to its window (`fast_revival`: trace-stream's
-/// 5g-static+lte-walk, its 5G path out for the first 7 s, 0.48 -> 0.72 of the links' sum).
-pub fn stream_config() -> StreamConfig {
-    StreamConfig {
-        mtu: CHUNK_PAYLOAD,
-        send_buffer: STREAM_BUFFER,
-        initial_peer_rwnd: STREAM_BUFFER,
-        random_loss: true,
-        fast_retransmit: FastRetransmit::Rack,
-        fast_revival: true,
-        ..StreamConfig::default()
-    }
-}
-
-/// The receiving end's options of a split-TCP stream.
-pub fn receiver_config() -> ReceiverConfig {
-    ReceiverConfig {
-        buffer: STREAM_BUFFER,
-        ack_delay: Duration::from_millis(20),
-        // Holding SACK bytes to a share of the data starved the window growth of the lab's
-        // slow real paths (docs/benchmarks.md, trace-stream).
-        ack_ratio: None,
-        gap_blocks: GAP_BLOCKS,
-        ..ReceiverConfig::default()
-    }
 }
 
 impl Session {
@@ -154,6 +116,7 @@ impl Session {
             last_heard: now,
             stats: SessionStats::default(),
             paths,
+            last_read: 0,
         }
     }
 
@@ -278,15 +241,50 @@ impl Session {
             self.stats.resets += 1;
             self.rejects.pop();
         }
-        let ids: Vec<u32> = self.conns.keys().copied().collect();
+        let mut ids: Vec<u32> = self.conns.keys().copied().collect();
+        ids.sort_unstable();
         let mut buf = vec![0u8; MAX_DATA];
+        for &id in &ids {
+            if let Some(mut c) = self.conns.remove(&id) {
+                if c.connected && !c.reset {
+                    self.write_tcp(id, &mut c);
+                }
+                self.conns.insert(id, c);
+            }
+        }
+        // One frame per connection in turn while the stream's unsent bytes are few
+        // ([`unsent_limit`]), the turn going on where it stopped: a download does not take
+        // every opening, and a new connection's bytes are not queued behind megabytes.
+        let start = ids.partition_point(|&c| c <= self.last_read);
+        let mut idle = 0;
+        for &id in ids[start..].iter().chain(&ids[..start]).cycle() {
+            if idle == ids.len() || self.tx.unsent() >= unsent_limit(&self.tx) {
+                break;
+            }
+            let Some(mut c) = self.conns.remove(&id) else {
+                idle += 1;
+                continue;
+            };
+            let read = c.connected && !c.reset && self.read_one(id, &mut c, &mut buf);
+            self.conns.insert(id, c);
+            if read {
+                self.last_read = id;
+                idle = 0;
+            } else {
+                idle += 1;
+            }
+        }
+        // Sockets still readable hold more (how much, the kernel knows): as much again as
+        // the stream holds unsent, for the scheduler's backlog.
+        let more = self.conns.values().any(|c| c.readable && !c.read_eof);
+        let waiting = if more { unsent_limit(&self.tx) } else { 0 };
+        self.tx.set_waiting_beyond(waiting);
         for id in ids {
             let Some(mut c) = self.conns.remove(&id) else {
                 continue;
             };
-            if c.connected && !c.reset {
-                self.write_tcp(id, &mut c);
-                self.read_tcp(id, &mut c, &mut buf);
+            if !c.reset && c.read_eof && !c.fin_sent && self.emit(&Frame::Fin { conn: id }) {
+                c.fin_sent = true;
             }
             if c.reset {
                 if self.emit(&Frame::Reset { conn: id }) {
@@ -332,12 +330,14 @@ impl Session {
         }
     }
 
-    fn read_tcp(&mut self, id: u32, c: &mut Conn, buf: &mut [u8]) {
+    /// Reads one frame's worth of the socket onto the stream (as far as the peer's credit
+    /// and the stream's room allow); true if a frame went.
+    fn read_one(&mut self, id: u32, c: &mut Conn, buf: &mut [u8]) -> bool {
         while c.readable && !c.read_eof {
             let room = self.room().saturating_sub(HEADER);
             let want = (c.credit.min(room as u64) as usize).min(buf.len());
             if want == 0 {
-                return;
+                return false;
             }
             match c.tcp.read(&mut buf[..want]) {
                 Ok(0) => c.read_eof = true,
@@ -349,18 +349,17 @@ impl Session {
                     });
                     debug_assert!(sent, "room was checked");
                     self.stats.bytes_from_tcp += n as u64;
+                    return true;
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => c.readable = false,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => {
                     c.reset = true;
-                    return;
+                    return false;
                 }
             }
         }
-        if c.read_eof && !c.fin_sent && self.emit(&Frame::Fin { conn: id }) {
-            c.fin_sent = true;
-        }
+        false
     }
 
     /// Bytes the stream accepts now.

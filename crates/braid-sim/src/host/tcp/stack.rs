@@ -145,6 +145,20 @@ impl Stack {
         }
     }
 
+    /// Whether a connection (open or lingering) has this remote address and port and this
+    /// local port.
+    pub fn has_conn(&self, remote: [u8; 4], remote_port: u16, local_port: u16) -> bool {
+        self.by_key.contains_key(&(remote, remote_port, local_port))
+    }
+
+    pub fn conn_ref(&self, id: ConnId) -> Option<&Conn> {
+        let slot = self.slots.get(id.index as usize)?;
+        if slot.generation != id.generation {
+            return None;
+        }
+        slot.conn.as_ref()
+    }
+
     pub fn conn(&mut self, id: ConnId) -> Option<&mut Conn> {
         let slot = self.slots.get_mut(id.index as usize)?;
         if slot.generation != id.generation {

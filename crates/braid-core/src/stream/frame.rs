@@ -1,4 +1,5 @@
-//! The frames that multiplex a session's TCP connections on its one stream each way.
+//! The frames that multiplex split-TCP's connections on one stream each way (the daemons'
+//! `braid_net::split_tcp` and the simulator's model of it).
 //!
 //! ```text
 //! frame   = kind:u8 conn:u32 len:u16 payload[len]      (big-endian)

@@ -1,0 +1,66 @@
+//! Split-TCP's stream settings (issue 19 item 3), shared by the daemons
+//! (`braid_net::split_tcp`), `braid send` and the simulator's model of split-TCP, so that
+//! the simulator measures the stream the daemons run.
+
+use std::time::Duration;
+
+use super::{FastRetransmit, ReceiverConfig, StreamConfig};
+
+/// Bytes written and not yet acknowledged on the stream, and the receive window: the
+/// stream's own flow control, sized like split-TCP's per-connection window.
+pub const STREAM_BUFFER: usize = 8 << 20;
+/// The least [`unsent_limit`]: a few frames, so that every connection's turn has room.
+pub const UNSENT_MIN: usize = 64 * 1024;
+
+/// Bytes written onto the stream and not yet sent, beyond which the relay reads no more
+/// from the connections' sockets (they keep the rest, and their TCP backpressure holds
+/// the source): one window of the live paths together, at least [`UNSENT_MIN`]. The
+/// stream is FIFO: with its whole send buffer open to one download, a web response
+/// behind it waited for megabytes to drain (lab, bulk-and-web.toml with every TCP
+/// connection split: web median 4.7 s; the simulator's split-TCP test: no web flow
+/// finished in 20 s). A fixed 256 kB starved lab-split-tcp's 2 MB of windows (0.99 ->
+/// 0.83 of the capacity); a window's worth keeps them fed and a new connection's bytes
+/// one round trip from the front.
+pub fn unsent_limit(tx: &super::StreamSender) -> usize {
+    usize::try_from(tx.window_sum())
+        .unwrap_or(usize::MAX)
+        .max(UNSENT_MIN)
+}
+
+/// Gap blocks a SACK carries at most: the full 120 took 2.9 Mbit/s of a 3 Mbit/s uplink
+/// once holes opened, and the dropped SACKs fired spurious RTO expiries; 16-32 drop none
+/// (`braid bench trace-stream --quick`, docs/benchmarks.md).
+pub const GAP_BLOCKS: usize = 32;
+/// DATA chunk payload: 1400 bytes, so a chunk with its headers and AEAD tag fits a
+/// 1500-byte path MTU.
+pub const CHUNK_PAYLOAD: usize = 1400;
+
+/// The sending end's options of a split-TCP stream (also what `trace-stream` measures and
+/// what `braid send` uses): oSCTP's, with random losses keeping the window and RACK's
+/// reordering allowance ([`FastRetransmit::Rack`], RFC 8985) in place of SD-FRT's count,
+/// and a failed path revived by slow start back to its window (`fast_revival`: trace-stream's
+/// 5g-static+lte-walk, its 5G path out for the first 7 s, 0.48 -> 0.72 of the links' sum).
+pub fn stream_config() -> StreamConfig {
+    StreamConfig {
+        mtu: CHUNK_PAYLOAD,
+        send_buffer: STREAM_BUFFER,
+        initial_peer_rwnd: STREAM_BUFFER,
+        random_loss: true,
+        fast_retransmit: FastRetransmit::Rack,
+        fast_revival: true,
+        ..StreamConfig::default()
+    }
+}
+
+/// The receiving end's options of a split-TCP stream.
+pub fn receiver_config() -> ReceiverConfig {
+    ReceiverConfig {
+        buffer: STREAM_BUFFER,
+        ack_delay: Duration::from_millis(20),
+        // Holding SACK bytes to a share of the data starved the window growth of the lab's
+        // slow real paths (docs/benchmarks.md, trace-stream).
+        ack_ratio: None,
+        gap_blocks: GAP_BLOCKS,
+        ..ReceiverConfig::default()
+    }
+}

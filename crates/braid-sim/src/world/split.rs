@@ -1,0 +1,406 @@
+//! Split-TCP in the simulator, as the daemons run it (docs/architecture.md, "Split-TCP
+//! mode"): the TCP connections of a class with `transport = "split-tcp"` end at the
+//! gateway, their bytes cross on braid's multipath stream (one congestion window per
+//! path, `braid_core::stream` with the daemons' settings, `stream::split`), framed as
+//! `braid_net::split_tcp` frames them, and the server opens the connection to the
+//! internet host and relays.
+//!
+//! Each end is a TCP stack of the Linux-like model standing in for the far host on the
+//! LAN hop: the gateway's answers the client host as the internet host, the server's
+//! connects to the internet host as the client host, so neither host knows. The LAN hops
+//! are ideal, as for the packet tunnel. Where the model is simpler than the daemons: no
+//! per-connection CREDIT (the simulated hosts read at once, so a connection's bytes never
+//! wait long for its socket), and no handshake or keys.
+//!
+//! The stream's datagrams share the paths' links with the tunnel's, tagged with
+//! [`TAG`] before the chunk (the tunnel's start with the wire version); each end's
+//! receiver counts them into its tunnel session's capacity estimates, as the daemons do
+//! (`Session::note_foreign_arrivals`).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+
+use braid_core::class::{ClassConfig, Transport};
+use braid_core::stream::frame::{Frame, MAX_DATA};
+use braid_core::stream::split::{receiver_config, stream_config, unsent_limit, STREAM_BUFFER};
+use braid_core::stream::{StreamReceiver, StreamSender};
+use braid_core::{Instant, PathId};
+
+use crate::host::packets::Packets;
+use crate::host::tcp::{ConnId, Stack, State};
+use crate::host::transport::Buffers;
+use crate::host::{CLIENT_ADDR, INTERNET_ADDR};
+use crate::{Packet, Rng};
+
+/// The first byte of a stream datagram on a link (a tunnel datagram starts with the wire
+/// version, 1).
+pub const TAG: u8 = 0xB7;
+
+/// Socket buffers of the relayed connections' LAN legs.
+const BUFFER: usize = 4 << 20;
+
+fn buffers() -> Buffers {
+    Buffers {
+        rx: BUFFER,
+        tx: BUFFER,
+        nagle: false,
+        initial_window: None,
+        prism: false,
+        sack: true,
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    Gateway,
+    Server,
+}
+
+/// One relayed connection.
+#[derive(Debug)]
+struct Relay {
+    id: ConnId,
+    /// The far end's bytes not yet taken by the socket.
+    to_tcp: VecDeque<u8>,
+    fin_received: bool,
+    fin_sent: bool,
+    closed: bool,
+}
+
+/// Counts of one end, for reports and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SplitStats {
+    pub opened: u64,
+    pub bytes_to_stream: u64,
+    pub bytes_to_tcp: u64,
+    pub broken_frames: u64,
+}
+
+/// One end of split-TCP.
+pub struct SplitEnd {
+    end: End,
+    classes: Vec<ClassConfig>,
+    stack: Stack,
+    /// The stack's packets towards the LAN host.
+    out: Packets,
+    tx: StreamSender,
+    rx: StreamReceiver,
+    inbuf: Vec<u8>,
+    frame: Vec<u8>,
+    relays: BTreeMap<u32, Relay>,
+    next_conn: u32,
+    /// The connection whose bytes went onto the stream last.
+    last_read: u32,
+    stats: SplitStats,
+}
+
+impl SplitEnd {
+    /// The end `end` of split-TCP for `classes` over `paths` paths, or `None` when no
+    /// class asks for it.
+    pub fn new(
+        end: End,
+        classes: &[ClassConfig],
+        paths: usize,
+        mtu: usize,
+        seed: u64,
+    ) -> Option<SplitEnd> {
+        if !classes.iter().any(|c| c.transport == Transport::SplitTcp) {
+            return None;
+        }
+        let (addr, label) = match end {
+            End::Gateway => (INTERNET_ADDR, "split-gateway"),
+            End::Server => (CLIENT_ADDR, "split-server"),
+        };
+        Some(SplitEnd {
+            end,
+            classes: classes.to_vec(),
+            stack: Stack::new(addr, mtu, Rng::child(seed, label)),
+            out: Packets::default(),
+            tx: StreamSender::new(stream_config(), paths),
+            rx: StreamReceiver::new(receiver_config()),
+            inbuf: Vec::new(),
+            frame: Vec::with_capacity(MAX_DATA + 16),
+            relays: BTreeMap::new(),
+            next_conn: 1,
+            last_read: 0,
+            stats: SplitStats::default(),
+        })
+    }
+
+    pub fn stats(&self) -> SplitStats {
+        self.stats
+    }
+
+    /// Whether a packet from this end's LAN host is split-TCP's: at the gateway, TCP of a
+    /// split class (the first class that matches, as the daemons' redirect); at the
+    /// server, the internet host's answer on one of this end's connections.
+    pub fn claims(&self, packet: &[u8]) -> bool {
+        let Some(info) = braid_core::flow::parse::parse(packet) else {
+            return false;
+        };
+        if info.key.protocol != braid_core::flow::parse::PROTO_TCP {
+            return false;
+        }
+        match self.end {
+            End::Gateway => {
+                let class = braid_core::class::classify(&self.classes, &info);
+                class > 0 && self.classes[class - 1].transport == Transport::SplitTcp
+            }
+            // Lingering connections included: their last segments are this end's too.
+            End::Server => self
+                .stack
+                .has_conn(INTERNET_ADDR, info.key.src_port, info.key.dst_port),
+        }
+    }
+
+    /// A claimed packet from the LAN host.
+    pub fn ingress(&mut self, now: Instant, packet: Packet) {
+        let accepted = self
+            .stack
+            .ingress(now, packet, &mut self.out, &mut |_, _| Some(buffers()));
+        if let (End::Gateway, Some((id, port, _))) = (self.end, accepted) {
+            let conn = self.next_conn;
+            self.next_conn += 1;
+            let to = SocketAddr::from((INTERNET_ADDR, port));
+            if self.emit(&Frame::Open { conn, to }) {
+                self.stats.opened += 1;
+                self.relays.insert(conn, relay(id));
+            } else {
+                self.stack.discard(id);
+            }
+        }
+    }
+
+    /// The next packet towards the LAN host, with whether its checksums hold as written.
+    pub fn poll_lan(&mut self) -> Option<(Packet, bool)> {
+        self.out.pop_checked()
+    }
+
+    /// A stream datagram (after [`TAG`]) that arrived on `path`.
+    pub fn handle_chunk(&mut self, now: Instant, path: PathId, chunk: &[u8]) {
+        match chunk.first() {
+            Some(1 | 3) => self.rx.handle_datagram(now, path, chunk),
+            Some(2 | 4) => self.tx.handle_datagram(now, path, chunk),
+            _ => {}
+        }
+    }
+
+    /// The next stream datagram, [`TAG`] first, into `out`, and its path.
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<PathId> {
+        let path = self
+            .rx
+            .poll_transmit(now, &mut self.frame)
+            .or_else(|| self.tx.poll_transmit(now, &mut self.frame))?;
+        out.clear();
+        out.push(TAG);
+        out.extend_from_slice(&self.frame);
+        Some(path)
+    }
+
+    pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+        [
+            self.tx.poll_timeout(),
+            self.rx.poll_timeout(),
+            self.stack.poll_at(now),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.tx.handle_timeout(now);
+        self.rx.handle_timeout(now);
+        self.stack.egress(now, &mut self.out);
+    }
+
+    /// Moves bytes between the stream and the connections; true if anything moved.
+    pub fn relay(&mut self, now: Instant) -> bool {
+        let before = (self.stats, self.tx.buffered(), self.relays.len());
+        self.read_frames();
+        let ids: Vec<u32> = self.relays.keys().copied().collect();
+        let mut buf = vec![0u8; MAX_DATA];
+        for &conn in &ids {
+            if let Some(mut r) = self.relays.remove(&conn) {
+                if self.write_tcp(now, conn, &mut r) {
+                    self.relays.insert(conn, r);
+                }
+            }
+        }
+        // One frame per connection in turn, while the stream's unsent bytes are few; the
+        // turn goes on where it stopped, so that a download does not take every opening.
+        let start = ids.partition_point(|&c| c <= self.last_read);
+        let mut idle = 0;
+        for &conn in ids[start..].iter().chain(&ids[..start]).cycle() {
+            if self.tx.unsent() >= unsent_limit(&self.tx) || idle == ids.len() {
+                break;
+            }
+            if self.read_tcp(conn, &mut buf) {
+                self.last_read = conn;
+                idle = 0;
+            } else {
+                idle += 1;
+            }
+        }
+        let waiting: usize = (self.relays.values())
+            .filter_map(|r| self.stack.conn_ref(r.id).map(|c| c.readable()))
+            .sum();
+        self.tx.set_waiting_beyond(waiting);
+        for conn in ids {
+            if let Some(mut r) = self.relays.remove(&conn) {
+                if self.finish(conn, &mut r) {
+                    self.relays.insert(conn, r);
+                }
+            }
+        }
+        self.stack.egress(now, &mut self.out);
+        self.stack.reap(now);
+        before != (self.stats, self.tx.buffered(), self.relays.len())
+    }
+
+    /// The far end's bytes into the socket, and its FIN once they are written; false when
+    /// the connection is gone.
+    fn write_tcp(&mut self, now: Instant, conn: u32, r: &mut Relay) -> bool {
+        let Some(c) = self.stack.conn(r.id) else {
+            // Gone (reset by its host): the far end resets its side.
+            self.emit(&Frame::Reset { conn });
+            return false;
+        };
+        while !r.to_tcp.is_empty() {
+            let (a, _) = r.to_tcp.as_slices();
+            let n = c.write(a);
+            if n == 0 {
+                break;
+            }
+            r.to_tcp.drain(..n);
+            self.stats.bytes_to_tcp += n as u64;
+        }
+        if r.to_tcp.is_empty() && r.fin_received && !r.closed {
+            r.closed = true;
+            self.stack.linger(now, r.id);
+        }
+        true
+    }
+
+    /// One frame of the socket's bytes onto the stream; true if one went.
+    fn read_tcp(&mut self, conn: u32, buf: &mut [u8]) -> bool {
+        let Some(id) = self.relays.get(&conn).map(|r| r.id) else {
+            return false;
+        };
+        let Some(c) = self.stack.conn(id) else {
+            return false;
+        };
+        let room = STREAM_BUFFER.saturating_sub(self.tx.buffered());
+        if c.readable() == 0 || room < MAX_DATA + 16 {
+            return false;
+        }
+        let n = c.read(buf);
+        if n == 0 {
+            return false;
+        }
+        self.stats.bytes_to_stream += n as u64;
+        self.emit(&Frame::Data {
+            conn,
+            bytes: &buf[..n],
+        })
+    }
+
+    /// FIN once the host finished sending and everything it sent is on the stream; false
+    /// when the connection is over both ways.
+    fn finish(&mut self, conn: u32, r: &mut Relay) -> bool {
+        let eof = self.stack.conn(r.id).is_none_or(|c| {
+            c.readable() == 0
+                && matches!(
+                    c.state(),
+                    State::CloseWait
+                        | State::LastAck
+                        | State::Closing
+                        | State::TimeWait
+                        | State::Closed
+                )
+        });
+        if eof && !r.fin_sent && self.emit(&Frame::Fin { conn }) {
+            r.fin_sent = true;
+        }
+        !(r.fin_sent && r.closed)
+    }
+
+    /// The stream's bytes, framed: OPEN connects (server), DATA waits for its socket, FIN
+    /// closes it once written, RESET drops it.
+    fn read_frames(&mut self) {
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            let n = self.rx.read(&mut buf);
+            if n == 0 {
+                break;
+            }
+            self.inbuf.extend_from_slice(&buf[..n]);
+        }
+        let mut at = 0;
+        let mut opens = Vec::new();
+        loop {
+            let frame = match Frame::parse(&self.inbuf[at..]) {
+                Ok(Some((f, n))) => {
+                    at += n;
+                    f
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    // Never from this model's own frames; counted, and the rest dropped.
+                    self.stats.broken_frames += 1;
+                    at = self.inbuf.len();
+                    break;
+                }
+            };
+            match frame {
+                Frame::Open { conn, to } => opens.push((conn, to.port())),
+                Frame::Data { conn, bytes } => {
+                    if let Some(r) = self.relays.get_mut(&conn) {
+                        r.to_tcp.extend(bytes);
+                    }
+                }
+                Frame::Fin { conn } => {
+                    if let Some(r) = self.relays.get_mut(&conn) {
+                        r.fin_received = true;
+                    }
+                }
+                Frame::Reset { conn } => {
+                    if let Some(r) = self.relays.remove(&conn) {
+                        self.stack.discard(r.id);
+                    }
+                }
+                Frame::Credit { .. } => {}
+            }
+            // An OPEN's connection must exist before the frames that follow it.
+            for (conn, port) in opens.drain(..) {
+                if let Some(id) = self.stack.connect(INTERNET_ADDR, port, buffers()) {
+                    self.stats.opened += 1;
+                    self.relays.insert(conn, relay(id));
+                } else {
+                    self.emit(&Frame::Reset { conn });
+                }
+            }
+        }
+        self.inbuf.drain(..at);
+    }
+
+    /// Writes one frame onto the stream if it fits whole.
+    fn emit(&mut self, f: &Frame<'_>) -> bool {
+        let mut bytes = Vec::with_capacity(f.wire_len());
+        f.emit(&mut bytes);
+        if STREAM_BUFFER.saturating_sub(self.tx.buffered()) < bytes.len() {
+            return false;
+        }
+        self.tx.write(&bytes) == bytes.len()
+    }
+}
+
+fn relay(id: ConnId) -> Relay {
+    Relay {
+        id,
+        to_tcp: VecDeque::new(),
+        fin_received: false,
+        fin_sent: false,
+        closed: false,
+    }
+}
