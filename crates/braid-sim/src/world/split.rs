@@ -5,9 +5,9 @@
 //! `braid_net::split_tcp` frames them, and the server opens the connection to the
 //! internet host and relays.
 //!
-//! Each end is a TCP stack of the Linux-like model standing in for the far host on the
-//! LAN hop: the gateway's answers the client host as the internet host, the server's
-//! connects to the internet host as the client host, so neither host knows. The LAN hops
+//! Each end is a TCP stack of the Linux-like model: the gateway's answers the client host
+//! as the internet host (a transparent redirect), the server's connects to the internet
+//! host from the server's own address ([`SERVER_ADDR`]), as the daemons do. The LAN hops
 //! are ideal, as for the packet tunnel. Where the model is simpler than the daemons: no
 //! per-connection CREDIT (the simulated hosts read at once, so a connection's bytes never
 //! wait long for its socket), and no handshake or keys.
@@ -29,12 +29,17 @@ use braid_core::{Instant, PathId};
 use crate::host::packets::Packets;
 use crate::host::tcp::{ConnId, Stack, State};
 use crate::host::transport::Buffers;
-use crate::host::{CLIENT_ADDR, INTERNET_ADDR};
+use crate::host::INTERNET_ADDR;
 use crate::{Packet, Rng};
 
 /// The first byte of a stream datagram on a link (a tunnel datagram starts with the wire
 /// version, 1).
 pub const TAG: u8 = 0xB7;
+
+/// The server's own address on the internet host's side: its connections to the internet
+/// host come from it, as the daemon's come from the server's address, so they never
+/// share ports with the client host's connections through the tunnel.
+pub const SERVER_ADDR: [u8; 4] = [10, 1, 0, 1];
 
 /// Socket buffers of the relayed connections' LAN legs.
 const BUFFER: usize = 4 << 20;
@@ -109,7 +114,7 @@ impl SplitEnd {
         }
         let (addr, label) = match end {
             End::Gateway => (INTERNET_ADDR, "split-gateway"),
-            End::Server => (CLIENT_ADDR, "split-server"),
+            End::Server => (SERVER_ADDR, "split-server"),
         };
         Some(SplitEnd {
             end,
@@ -147,9 +152,12 @@ impl SplitEnd {
                 class > 0 && self.classes[class - 1].transport == Transport::SplitTcp
             }
             // Lingering connections included: their last segments are this end's too.
-            End::Server => self
-                .stack
-                .has_conn(INTERNET_ADDR, info.key.src_port, info.key.dst_port),
+            End::Server => {
+                info.key.dst == std::net::IpAddr::from(SERVER_ADDR)
+                    && self
+                        .stack
+                        .has_conn(INTERNET_ADDR, info.key.src_port, info.key.dst_port)
+            }
         }
     }
 

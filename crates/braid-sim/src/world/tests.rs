@@ -161,13 +161,12 @@ fn sparse_uplink_traffic_keeps_a_recorded_lte_uplinks_capacity() {
     }
 }
 
-/// Two unlike paths, TCP split at the gateway when `split`; a bulk download and web flows.
-fn split_scenario(split: bool) -> Scenario {
-    let class = if split {
-        "[[engine.class]]\nname = \"tcp\"\nmatch = { protocol = \"tcp\" }\nscheduler = \"delay-based\"\ntransport = \"split-tcp\"\n"
-    } else {
-        ""
-    };
+/// Two unlike paths, the TCP matching `split` (a `match` table) split at the gateway;
+/// a bulk download (port 5001) and web flows (5002).
+fn split_scenario(split: Option<&str>) -> Scenario {
+    let class = split.map_or(String::new(), |m| {
+        format!("[[engine.class]]\nname = \"tcp\"\nmatch = {m}\nscheduler = \"delay-based\"\ntransport = \"split-tcp\"\n")
+    });
     parse(&format!(
         r#"
 duration_s = 20
@@ -192,7 +191,12 @@ scale = 1
 
 #[test]
 fn split_tcp_carries_tcp_on_the_stream_and_the_hosts_see_whole_flows() {
-    let r = run(&split_scenario(true), &mut TraceCache::new(), None).unwrap();
+    let r = run(
+        &split_scenario(Some("{ protocol = \"tcp\" }")),
+        &mut TraceCache::new(),
+        None,
+    )
+    .unwrap();
     let [gw, srv] = r.split.expect("split-TCP's ends report");
     // Every connection crossed as split-TCP: opened at the gateway, connected by the
     // server, and its bytes relayed both ways.
@@ -212,8 +216,30 @@ fn split_tcp_carries_tcp_on_the_stream_and_the_hosts_see_whole_flows() {
     assert_eq!(r.gateway.unwrap().sent_packets, 0);
     assert_eq!(r.server.unwrap().sent_packets, 0);
     // Without the class, nothing is split.
-    assert!(run(&split_scenario(false), &mut TraceCache::new(), None)
+    assert!(run(&split_scenario(None), &mut TraceCache::new(), None)
         .unwrap()
         .split
         .is_none());
+}
+
+#[test]
+fn split_tcp_beside_tunnelled_tcp_keeps_every_flow_apart() {
+    // Only the download is split; the web flows cross in the tunnel. The server's end
+    // connects from its own address, so its ports never meet the client host's.
+    let r = run(
+        &split_scenario(Some("{ protocol = \"tcp\", ports = [5001] }")),
+        &mut TraceCache::new(),
+        None,
+    )
+    .unwrap();
+    let [gw, _] = r.split.expect("split-TCP's ends report");
+    assert_eq!(gw.opened, 1, "the download alone is split: {gw:?}");
+    assert!(r.workloads[0].bulk.as_ref().unwrap().goodput_mbps > 10.0);
+    let web = r.workloads[1].flows.as_ref().unwrap();
+    assert_eq!(web.failed, 0, "{web:?}");
+    assert!(web.completed >= 4, "{web:?}");
+    assert!(
+        r.gateway.unwrap().sent_packets > 0,
+        "the web flows used the tunnel"
+    );
 }
