@@ -96,6 +96,9 @@ pub struct SplitEnd {
     next_conn: u32,
     /// The connection whose bytes went onto the stream last.
     last_read: u32,
+    ids: Vec<u32>,
+    read_buf: Vec<u8>,
+    emit_buf: Vec<u8>,
     stats: SplitStats,
 }
 
@@ -128,6 +131,9 @@ impl SplitEnd {
             relays: BTreeMap::new(),
             next_conn: 1,
             last_read: 0,
+            ids: Vec::new(),
+            read_buf: Vec::new(),
+            emit_buf: Vec::with_capacity(MAX_DATA + 16),
             stats: SplitStats::default(),
         })
     }
@@ -226,8 +232,12 @@ impl SplitEnd {
     pub fn relay(&mut self, now: Instant) -> bool {
         let before = (self.stats, self.tx.buffered(), self.relays.len());
         self.read_frames();
-        let ids: Vec<u32> = self.relays.keys().copied().collect();
-        let mut buf = vec![0u8; MAX_DATA];
+        // Reused buffers: `relay` runs at every step of the simulation.
+        let mut ids = std::mem::take(&mut self.ids);
+        ids.clear();
+        ids.extend(self.relays.keys().copied());
+        let mut buf = std::mem::take(&mut self.read_buf);
+        buf.resize(MAX_DATA, 0);
         for &conn in &ids {
             if let Some(mut r) = self.relays.remove(&conn) {
                 if self.write_tcp(now, conn, &mut r) {
@@ -254,13 +264,15 @@ impl SplitEnd {
             .filter_map(|r| self.stack.conn_ref(r.id).map(|c| c.readable()))
             .sum();
         self.tx.set_waiting_beyond(waiting);
-        for conn in ids {
+        for &conn in &ids {
             if let Some(mut r) = self.relays.remove(&conn) {
                 if self.finish(conn, &mut r) {
                     self.relays.insert(conn, r);
                 }
             }
         }
+        self.ids = ids;
+        self.read_buf = buf;
         self.stack.egress(now, &mut self.out);
         self.stack.reap(now);
         before != (self.stats, self.tx.buffered(), self.relays.len())
@@ -394,12 +406,12 @@ impl SplitEnd {
 
     /// Writes one frame onto the stream if it fits whole.
     fn emit(&mut self, f: &Frame<'_>) -> bool {
-        let mut bytes = Vec::with_capacity(f.wire_len());
-        f.emit(&mut bytes);
-        if STREAM_BUFFER.saturating_sub(self.tx.buffered()) < bytes.len() {
+        if STREAM_BUFFER.saturating_sub(self.tx.buffered()) < f.wire_len() {
             return false;
         }
-        self.tx.write(&bytes) == bytes.len()
+        self.emit_buf.clear();
+        f.emit(&mut self.emit_buf);
+        self.tx.write(&self.emit_buf) == self.emit_buf.len()
     }
 }
 
