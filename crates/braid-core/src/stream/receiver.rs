@@ -231,9 +231,11 @@ impl StreamReceiver {
     /// Reads in-order bytes; returns how many were copied.
     pub fn read(&mut self, buf: &mut [u8]) -> usize {
         let n = buf.len().min(self.ready.len());
-        for (d, s) in buf.iter_mut().zip(self.ready.drain(..n)) {
-            *d = s;
-        }
+        let (a, b) = self.ready.as_slices();
+        let k = n.min(a.len());
+        buf[..k].copy_from_slice(&a[..k]);
+        buf[k..n].copy_from_slice(&b[..n - k]);
+        self.ready.drain(..n);
         // Window update (RFC 4960 §6.2) once reading reopens a window the sender saw shut.
         if n > 0 && self.last_rwnd < self.config.buffer / 4 && self.rwnd() >= self.config.buffer / 2
         {

@@ -85,6 +85,8 @@ pub struct StreamSender {
     stats: SenderStats,
     /// Bytes the writer holds back beyond `pending` ([`StreamSender::set_waiting_beyond`]).
     waiting_beyond: usize,
+    /// The paths as the scheduler sees them, kept between calls of `poll_transmit`.
+    candidates: Vec<Candidate>,
 }
 
 impl StreamSender {
@@ -107,6 +109,7 @@ impl StreamSender {
             dup_cum: 0,
             resent: BTreeMap::new(),
             waiting_beyond: 0,
+            candidates: Vec::with_capacity(paths),
             stats: SenderStats {
                 chunks_sent: vec![0; paths],
                 ..SenderStats::default()
@@ -195,16 +198,6 @@ impl StreamSender {
             .first()
             .and_then(|t| self.outstanding.get(t))
             .is_some_and(|s| s.fast);
-        let candidates: Vec<Candidate> = self
-            .paths
-            .iter()
-            .map(|p| Candidate {
-                live: p.failed.is_none() || all_failed,
-                open: fast || p.flight < p.window.cwnd(),
-                srtt: p.srtt(),
-                rate: p.rate(),
-            })
-            .collect();
         let (tsn, avoid) = if let Some(&tsn) = self.retransmit.iter().next() {
             (tsn, self.outstanding.get(&tsn).map(|s| s.path))
         } else {
@@ -227,10 +220,26 @@ impl StreamSender {
                 .filter_map(|t| self.outstanding.get(t))
                 .map(|s| s.payload.len() as u64)
                 .sum::<u64>();
-        let p = self.picker.pick(&candidates, avoid, backlog.max(1))?;
+        // Reused: this runs for every chunk sent.
+        let mut candidates = std::mem::take(&mut self.candidates);
+        candidates.clear();
+        candidates.extend(self.paths.iter().map(|p| Candidate {
+            live: p.failed.is_none() || all_failed,
+            open: fast || p.flight < p.window.cwnd(),
+            srtt: p.srtt(),
+            rate: p.rate(),
+        }));
+        let picked = self.picker.pick(&candidates, avoid, backlog.max(1));
+        self.candidates = candidates;
+        let p = picked?;
         if tsn == self.next_tsn && !self.retransmit.contains(&tsn) {
             let len = self.pending.len().min(self.config.mtu);
-            let payload: Vec<u8> = self.pending.drain(..len).collect();
+            let mut payload = Vec::with_capacity(len);
+            let (a, b) = self.pending.as_slices();
+            let k = len.min(a.len());
+            payload.extend_from_slice(&a[..k]);
+            payload.extend_from_slice(&b[..len - k]);
+            self.pending.drain(..len);
             let fin = self.finish && self.pending.is_empty();
             self.peer_rwnd = self.peer_rwnd.saturating_sub(len as u64);
             self.fin_sent |= fin;
