@@ -28,13 +28,17 @@ pub fn symmetric_path(name: &str, rate_kbps: f64, delay_ms: f64, extra: &str) ->
 /// defaults) and no capacity configured. Every headline measures this system.
 pub const BRAID_DEFAULTS: &str = "braid";
 
+/// What a compared packet scheduler runs with beside its name: TCP in the packet tunnel,
+/// which the scheduler spreads (braid's defaults split TCP onto the stream instead).
+pub const PACKET_TCP: &str = "tcp_transport = \"packet\"";
+
 /// The `[engine]` lines of a compared system: none for [`BRAID_DEFAULTS`], else the
-/// scheduler of that name with everything else at its default.
+/// packet scheduler of that name with everything else at its default ([`PACKET_TCP`]).
 pub fn engine_of(system: &str) -> String {
     if system == BRAID_DEFAULTS {
         String::new()
     } else {
-        format!("scheduler = \"{system}\"")
+        format!("scheduler = \"{system}\"\n{PACKET_TCP}")
     }
 }
 

@@ -172,7 +172,7 @@ impl Bench for LabBus {
                         scheduler: scheduler.map(str::to_owned),
                         loss_recovery,
                         aqm: None,
-                        split_tcp: false,
+                        tcp_transport: None,
                         reordering: None,
                     };
                     let _tunnel = BraidTunnel::start_with(&lab, &settings)?;

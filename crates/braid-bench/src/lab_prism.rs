@@ -1,6 +1,7 @@
 //! `lab-prism`: PRISM's fig6a links in the lab (two links of 1800 and 600 kbit/s, 500 ms of
 //! RTT, the slow link's RTT raised by the disparity), one real Linux TCP download (Cubic,
-//! sender and receiver unmodified) through braid's resequencer (its defaults), through
+//! sender and receiver unmodified) through braid's packet tunnel with its resequencer (the
+//! default reordering; `tcp_transport = "packet"`, as RPC needs), through
 //! braid with PRISM's Reverse Path Controller (`reordering = "rpc"`, the far end
 //! delivering on arrival), and over Linux MPTCP. Beside goodput, the one-way delay of the
 //! delivered data, from stamps the sender writes into the payload (`apps::stamped`).
@@ -42,15 +43,16 @@ fn paths(disparity_ms: f64) -> Vec<PathSpec> {
 /// The compared systems: a label, and braid's settings (`None`: Linux MPTCP).
 fn systems() -> [(&'static str, Option<BraidSettings>); 3] {
     [
+        // RPC works on the TCP inside the packet tunnel: both braids carry it there.
         (
-            "braid resequencer (defaults)",
-            Some(BraidSettings::default()),
+            "braid resequencer (default reordering)",
+            Some(BraidSettings::packet_tunnel()),
         ),
         (
             "braid RPC",
             Some(BraidSettings {
                 reordering: Some(Reordering::Rpc),
-                ..BraidSettings::default()
+                ..BraidSettings::packet_tunnel()
             }),
         ),
         ("Linux MPTCP", None),
@@ -164,8 +166,9 @@ impl Bench for LabPrism {
             "one TCP download (Cubic, unmodified sender and receiver) per system, {} s, the \
              first {} s left out; capacity = summed rates x 1448/1500; links {} and {} \
              kbit/s, {RTT_MS} ms of RTT, the slow link's RTT raised by the disparity, queues \
-             250 ms; braid: its defaults, capacities learned, RPC with `reordering = \"rpc\"` \
-             only; one-way delay: the sender stamps each {}-byte record with its write time on \
+             250 ms; braid: its defaults but TCP in the packet tunnel (tcp_transport = \
+             \"packet\": RPC works on the tunnel's TCP), capacities learned, RPC with \
+             `reordering = \"rpc\"` only; one-way delay: the sender stamps each {}-byte record with its write time on \
              the lab's clock (one CLOCK_MONOTONIC for every namespace, TCP_NOTSENT_LOWAT {} \
              bytes so stamps are taken near sending), the receiving application reads it out \
              on arrival; load average before: {}",

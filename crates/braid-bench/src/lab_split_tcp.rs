@@ -98,8 +98,9 @@ impl Bench for LabSplitTcp {
         let capacity: f64 = PATHS.iter().map(|p| p.1).sum::<f64>() * TCP_PAYLOAD / 1500.0;
         let mut notes = vec![format!(
             "iperf3 download, Cubic, {duration} s after {omit} s left out; capacity = summed \
-             rates x 1448/1500; queues 250 ms; braid: capacities learned; split-TCP: one \
-             class, every TCP connection, transport = \"split-tcp\"; load average before: {}",
+             rates x 1448/1500; queues 250 ms; braid: capacities learned; split-TCP: braid's \
+             defaults (every TCP connection split); packet tunnel: tcp_transport = \
+             \"packet\"; load average before: {}",
             load_average()
         )];
         let braid_why = braid_unavailable();
@@ -136,27 +137,20 @@ impl Bench for LabSplitTcp {
             )
         };
         opts.progress("lab-split-tcp", 1.0 / 3.0);
-        let tunnel = run_braid(&mut lab, &BraidSettings::default(), &mut notes)?;
+        let tunnel = run_braid(&mut lab, &BraidSettings::packet_tunnel(), &mut notes)?;
         notes.push(delivery_note("packet tunnel run", &delivery_error(&lab)));
         let (tunnel_links, text) = downlinks(&lab);
         notes.push(format!("packet tunnel run, downlinks: {text}"));
         opts.progress("lab-split-tcp", 2.0 / 3.0);
-        let split = run_braid(
-            &mut lab,
-            &BraidSettings {
-                split_tcp: true,
-                ..BraidSettings::default()
-            },
-            &mut notes,
-        )?;
+        let split = run_braid(&mut lab, &BraidSettings::default(), &mut notes)?;
         notes.push(delivery_note("split-TCP run", &delivery_error(&lab)));
         let (split_links, text) = downlinks(&lab);
         notes.push(format!("split-TCP run, downlinks: {text}"));
         opts.progress("lab-split-tcp", 1.0);
 
         for (name, g) in [
-            ("braid split-TCP", split),
-            ("braid packet tunnel (defaults)", tunnel),
+            ("braid split-TCP (defaults)", split),
+            ("braid packet tunnel", tunnel),
             ("Linux MPTCP", mptcp),
         ] {
             table.row([name.to_owned(), f(g, 2), f(g / capacity, 3)]);

@@ -31,7 +31,8 @@ pub struct Fig14;
 /// flows' later packets (and on the uplink every flow's ACKs, SYNs and requests) for the
 /// hole timeout. Quick runs, seed 1, PluriBus median: fig8 215 -> 203 ms; fig9 at load
 /// scale 8 423 -> 394 ms (seeds 1-8 at scale 8: mean 437 -> 395 ms).
-const SHARED: &str = "hole_timeout_mode = \"fixed\"\nloss_guard = false\nflow_order = true";
+const SHARED: &str =
+    "hole_timeout_mode = \"fixed\"\nloss_guard = false\nflow_order = true\ntcp_transport = \"packet\"";
 
 /// (label, scheduler, loss recovery); an empty loss recovery runs directly over the link
 /// the scheduler field names.

@@ -95,6 +95,9 @@ fn run_all(
 fn one(base: &Scenario, kind: LossRecoveryKind) -> Result<Cell, String> {
     let mut s = base.clone();
     s.engine.loss_recovery = kind;
+    // The loss-recovery methods compared act on the packets of the hosts' TCP in the
+    // tunnel (split-TCP's stream repairs its own losses).
+    s.engine.tcp_transport = Some(braid_core::class::Transport::Packet);
     let r = braid_sim::run(&s, &mut TraceCache::new(), None).map_err(|e| e.to_string())?;
     let f = r
         .workloads

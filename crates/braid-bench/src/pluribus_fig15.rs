@@ -44,7 +44,7 @@
 
 use serde_json::json;
 
-use crate::common::{f, median_fct_ms, run_all, scenario, symmetric_path};
+use crate::common::{f, median_fct_ms, run_all, scenario, symmetric_path, PACKET_TCP};
 use crate::{Bench, BenchError, BenchReport, Headline, Options, Table};
 
 pub struct PluribusFig15;
@@ -81,7 +81,7 @@ impl Bench for PluribusFig15 {
                         &format!("fig15-{host}-{system}-{diff}"),
                         duration,
                         opts.seed,
-                        &format!("scheduler = \"{system}\""),
+                        &format!("scheduler = \"{system}\"\n{PACKET_TCP}"),
                         &paths,
                         &format!(
                             "[[workload]]\nkind = \"fetch-loop\"\nconcurrency = 2\n\

@@ -106,7 +106,8 @@ impl Bench for PluribusFig17 {
                 &format!("fig17-{scale}"),
                 duration,
                 opts.seed,
-                "scheduler = \"delay-based\"\nrecord_predictions = true",
+                // The tunnel's predictions, of the web's TCP inside it.
+                "scheduler = \"delay-based\"\nrecord_predictions = true\ntcp_transport = \"packet\"",
                 &bus,
                 &format!("[[workload]]\nkind = \"web\"\nscale = {scale}\n"),
             )?);

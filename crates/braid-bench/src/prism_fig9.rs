@@ -13,7 +13,9 @@
 
 use serde_json::json;
 
-use crate::common::{braid_tcp_ideal_mbps, bulk_mbps, f, link, run_all, scenario, BRAID_DEFAULTS};
+use crate::common::{
+    braid_tcp_ideal_mbps, bulk_mbps, f, link, run_all, scenario, BRAID_DEFAULTS, PACKET_TCP,
+};
 use crate::{Bench, BenchError, BenchReport, Headline, Options, Table};
 
 pub struct PrismFig9;
@@ -72,7 +74,7 @@ impl Bench for PrismFig9 {
             .map(|&(name, sched)| {
                 (
                     name,
-                    format!("scheduler = \"{sched}\"\nreordering = \"rpc\"\n"),
+                    format!("scheduler = \"{sched}\"\nreordering = \"rpc\"\n{PACKET_TCP}\n"),
                     "tcp_cc = \"prism\"\n",
                 )
             })
@@ -203,7 +205,10 @@ mod tests {
     /// The figure's shape on the quick run (seed 1, deterministic): the background takes
     /// goodput from every scheduler, the schedulers that follow the links (ADAS, braid's
     /// defaults) keep more of it than the blind ones (RR, random), and braid's defaults
-    /// carry most of what the background left.
+    /// carry most of what the background left. "Left" is the capacity less the
+    /// background's rate at the tunnel's overhead; split-TCP's stream (the default) has
+    /// less overhead per byte, and its loss-based windows take queue space from the
+    /// unresponsive background, whose datagrams the full queues then drop: 1.11 of it.
     #[test]
     fn fluctuation_hurts_the_blind_schedulers_most() {
         let mut opts = Options {
@@ -227,7 +232,7 @@ mod tests {
         }
         let braid_of_left = r.systems["at_longest"]["braid_of_left"].as_f64().unwrap();
         assert!(
-            braid_of_left > 0.8 && braid_of_left <= 1.0,
+            braid_of_left > 0.8 && braid_of_left <= 1.2,
             "{braid_of_left}"
         );
     }

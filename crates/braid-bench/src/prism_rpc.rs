@@ -18,7 +18,9 @@
 
 use serde_json::json;
 
-use crate::common::{braid_tcp_ideal_mbps, f, scenario, symmetric_path, BRAID_DEFAULTS};
+use crate::common::{
+    braid_tcp_ideal_mbps, f, scenario, symmetric_path, BRAID_DEFAULTS, PACKET_TCP,
+};
 use crate::{Bench, BenchError, BenchReport, Headline, Options, Table};
 
 pub struct PrismFig6a;
@@ -32,7 +34,7 @@ struct System {
     bulk: &'static str,
 }
 
-const PRISM_ENGINE: &str = "scheduler = \"adas\"\n";
+const PRISM_ENGINE: &str = "scheduler = \"adas\"\ntcp_transport = \"packet\"\n";
 
 const BRAID: System = System {
     name: BRAID_DEFAULTS,
@@ -41,34 +43,34 @@ const BRAID: System = System {
 };
 const VANILLA_SACK: System = System {
     name: "vanilla-sack",
-    engine: "scheduler = \"adas\"\nreordering = \"none\"\n",
+    engine: "scheduler = \"adas\"\nreordering = \"none\"\ntcp_transport = \"packet\"\n",
     bulk: "",
 };
 const VANILLA_NOSACK: System = System {
     name: "vanilla-nosack",
-    engine: "scheduler = \"adas\"\nreordering = \"none\"\n",
+    engine: "scheduler = \"adas\"\nreordering = \"none\"\ntcp_transport = \"packet\"\n",
     bulk: "sack = false\n",
 };
 const ACK_RESEQUENCING: System = System {
     name: "ack-resequencing",
-    engine: "scheduler = \"adas\"\nreordering = \"ack-resequencing\"\n",
+    engine: "scheduler = \"adas\"\nreordering = \"ack-resequencing\"\ntcp_transport = \"packet\"\n",
     bulk: "tcp_cc = \"prism\"\n",
 };
 const RPC_UNMODIFIED: System = System {
     name: "rpc-unmodified",
-    engine: "scheduler = \"adas\"\nreordering = \"rpc\"\n",
+    engine: "scheduler = \"adas\"\nreordering = \"rpc\"\ntcp_transport = \"packet\"\n",
     bulk: "",
 };
 /// RPC with TCP-PRISM over braid's own scheduler, which caps the queue it builds in front
 /// of each link (ADAS does not, and its TCP overflows them).
 const BRAID_RPC_PRISM: System = System {
     name: "braid-sched-rpc-tcp-prism",
-    engine: "reordering = \"rpc\"\n",
+    engine: "reordering = \"rpc\"\ntcp_transport = \"packet\"\n",
     bulk: "tcp_cc = \"prism\"\n",
 };
 const RPC_PRISM: System = System {
     name: "rpc-tcp-prism",
-    engine: "scheduler = \"adas\"\nreordering = \"rpc\"\n",
+    engine: "scheduler = \"adas\"\nreordering = \"rpc\"\ntcp_transport = \"packet\"\n",
     bulk: "tcp_cc = \"prism\"\n",
 };
 
@@ -452,7 +454,7 @@ impl Bench for PrismFig12 {
         let schedulers = ["adas", "weighted-round-robin"];
         let mut scenarios = Vec::new();
         for s in schedulers {
-            let engine = format!("scheduler = \"{s}\"\nreordering = \"rpc\"\n");
+            let engine = format!("scheduler = \"{s}\"\nreordering = \"rpc\"\n{PACKET_TCP}\n");
             scenarios.push(scenario(
                 &format!("prism12-{s}"),
                 duration,

@@ -54,7 +54,7 @@ fn every_key_the_daemons_take_means_the_same_in_a_scenario() {
                  hole_timeout_ms = 80\nhole_timeout_mode = \"fixed\"\nloss_guard = false\n\
                  aqm = true\nheader_compression = false\nreport_interval_ms = 40\n\
                  heartbeat_interval_ms = 150\npath_timeout_ms = 900\n\
-                 capacity_interval_ms = 250\n";
+                 capacity_interval_ms = 250\ntcp_transport = \"packet\"\n";
     let (sim, daemon) = both(table);
     assert_eq!(sim, daemon);
     assert_ne!(sim, both("").0, "the keys must change something");

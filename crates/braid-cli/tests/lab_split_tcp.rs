@@ -158,10 +158,8 @@ fn curl_downloads_through_split_tcp_and_the_redirect_leaves_with_the_gateway() {
         std::thread::sleep(Duration::from_millis(100));
     }
 
-    let settings = BraidSettings {
-        split_tcp: true,
-        ..BraidSettings::default()
-    };
+    // The defaults: every TCP connection split.
+    let settings = BraidSettings::default();
     let url = format!("http://{INTERNET}:8080/file.bin");
     let got = dir.join("got.bin");
     {

@@ -52,7 +52,8 @@ pub struct ClassConfig {
     pub transport: Transport,
 }
 
-/// How a class's traffic crosses the bond.
+/// How a class's traffic crosses the bond. A class's own default is the packet tunnel;
+/// TCP in no class crosses as the session's `tcp_transport` says (split-TCP by default).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Transport {
@@ -187,6 +188,37 @@ pub fn classify(classes: &[ClassConfig], info: &PacketInfo) -> usize {
         .map_or(0, |i| i + 1)
 }
 
+/// Whether a flow crosses as split-TCP: TCP whose first matching class asks for it, or
+/// TCP in no class when `tcp_transport` (the session's choice for unclassified TCP) does.
+pub fn splits(classes: &[ClassConfig], tcp_transport: Transport, info: &PacketInfo) -> bool {
+    if info.key.protocol != PROTO_TCP {
+        return false;
+    }
+    let transport = match classify(classes, info) {
+        0 => tcp_transport,
+        i => classes[i - 1].transport,
+    };
+    transport == Transport::SplitTcp
+}
+
+/// How TCP in no class crosses when the configuration does not say: split-TCP, except
+/// where paths are metered. The stream does not keep to the metered paths' budgets
+/// ([`crate::metered`] acts on the tunnel's scheduler), so there the tunnel carries TCP
+/// (osctp-table1 and cap-month measure the budgets).
+pub fn default_tcp_transport(metered: bool) -> Transport {
+    if metered {
+        Transport::Packet
+    } else {
+        Transport::SplitTcp
+    }
+}
+
+/// Whether any TCP connection can cross as split-TCP under these settings.
+pub fn any_split(classes: &[ClassConfig], tcp_transport: Transport) -> bool {
+    tcp_transport == Transport::SplitTcp
+        || classes.iter().any(|c| c.transport == Transport::SplitTcp)
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::IpAddr;
@@ -247,6 +279,43 @@ mod tests {
         assert_eq!(classify(&c, &info(PROTO_TCP, 50000, 443, 0)), 3);
         assert_eq!(classify(&c, &info(PROTO_TCP, 50000, 22, 0)), 0);
         assert_eq!(c[0].scheduler, SchedulerKind::Redundant);
+    }
+
+    #[test]
+    fn unclassified_tcp_crosses_as_the_session_says_and_a_class_as_it_says() {
+        let c = classes(
+            r#"
+            [[class]]
+            name = "ssh"
+            match = { protocol = "tcp", ports = [22] }
+            scheduler = "redundant"
+            [[class]]
+            name = "bulk"
+            match = { ports = [5001] }
+            scheduler = "delay-based"
+            transport = "split-tcp"
+            "#,
+        );
+        let split = Transport::SplitTcp;
+        assert!(splits(&c, split, &info(PROTO_TCP, 50000, 443, 0)));
+        assert!(!splits(
+            &c,
+            Transport::Packet,
+            &info(PROTO_TCP, 50000, 443, 0)
+        ));
+        // A class is the packet tunnel's unless it asks for split-TCP.
+        assert!(!splits(&c, split, &info(PROTO_TCP, 50000, 22, 0)));
+        assert!(splits(
+            &c,
+            Transport::Packet,
+            &info(PROTO_TCP, 50000, 5001, 0)
+        ));
+        // Only TCP is ever split.
+        assert!(!splits(&c, split, &info(PROTO_UDP, 50000, 5001, 0)));
+        assert!(!splits(&[], split, &info(PROTO_UDP, 50000, 443, 0)));
+        assert!(any_split(&[], split));
+        assert!(!any_split(&c[..1], Transport::Packet));
+        assert!(any_split(&c, Transport::Packet));
     }
 
     #[test]

@@ -557,6 +557,13 @@ pub struct Config {
     pub hole_timeout_mode: HoleTimeoutMode,
     /// Traffic classes, matched in order; unmatched flows use `scheduler`.
     pub classes: Vec<crate::class::ClassConfig>,
+    /// How the TCP connections of flows in no class cross: split at the gateway and carried
+    /// on the multipath stream (the default: bulk goodput and web completion times both
+    /// measured better than the packet tunnel's, docs/benchmarks.md; the tunnel where
+    /// paths are metered, [`crate::class::default_tcp_transport`]), or inside the packet
+    /// tunnel. The engine itself carries packets only; the daemons and the simulator read
+    /// this to decide which connections they split ([`crate::class::splits`]).
+    pub tcp_transport: crate::class::Transport,
     /// Most inner flows tracked at once.
     pub max_flows: usize,
     /// A flow idle this long is forgotten.
@@ -657,6 +664,7 @@ impl Default for Config {
             flow_hash_seed: 0,
             hole_timeout_mode: HoleTimeoutMode::default(),
             classes: Vec::new(),
+            tcp_transport: crate::class::Transport::SplitTcp,
             max_flows: 65_536,
             flow_idle_timeout: Duration::from_secs(120),
             record_predictions: false,

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use braid_core::class::Transport;
 use braid_core::{LossRecoveryKind, Reordering};
 
 use crate::netns::{LabProcess, Netns};
@@ -79,21 +80,31 @@ pub struct BraidSettings {
     pub loss_recovery: Option<LossRecoveryKind>,
     /// The engine's `aqm` setting (the send queue's CoDel).
     pub aqm: Option<bool>,
-    /// One traffic class, every TCP connection, with `transport = "split-tcp"`.
-    pub split_tcp: bool,
+    /// How TCP crosses (`tcp_transport`): split-TCP (the daemons' default) or the packet
+    /// tunnel.
+    pub tcp_transport: Option<Transport>,
     /// How reordering between paths is hidden (`resequence`, `rpc`, `none`).
     pub reordering: Option<Reordering>,
 }
 
 impl BraidSettings {
-    /// `s` without loss recovery.
+    /// The packet scheduler `s` without loss recovery, TCP in the packet tunnel (what `s`
+    /// schedules).
     pub fn scheduler(s: &str) -> BraidSettings {
         BraidSettings {
             scheduler: Some(s.to_owned()),
             loss_recovery: Some(LossRecoveryKind::None),
             aqm: None,
-            split_tcp: false,
+            tcp_transport: Some(Transport::Packet),
             reordering: None,
+        }
+    }
+
+    /// The defaults with TCP in the packet tunnel.
+    pub fn packet_tunnel() -> BraidSettings {
+        BraidSettings {
+            tcp_transport: Some(Transport::Packet),
+            ..BraidSettings::default()
         }
     }
 
@@ -109,8 +120,13 @@ impl BraidSettings {
         if let Some(a) = self.aqm {
             parts.push(format!("aqm {}", if a { "on" } else { "off" }));
         }
-        if self.split_tcp {
-            parts.push("split-TCP".into());
+        match self.tcp_transport {
+            Some(Transport::SplitTcp) => parts.push("split-TCP".into()),
+            // A packet scheduler's name already says it.
+            Some(Transport::Packet) if self.scheduler.is_none() => {
+                parts.push("packet tunnel".into())
+            }
+            _ => {}
         }
         if let Some(r) = self.reordering {
             parts.push(format!("reordering {}", reordering_name(r)));
@@ -136,12 +152,12 @@ impl BraidSettings {
         if let Some(r) = self.reordering {
             let _ = writeln!(engine, "reordering = \"{}\"", reordering_name(r));
         }
-        if self.split_tcp {
-            let s = self.scheduler.as_deref().unwrap_or("delay-based");
-            let _ = writeln!(
-                engine,
-                "\n[[engine.class]]\nname = \"tcp\"\nmatch = {{ protocol = \"tcp\" }}\nscheduler = \"{s}\"\ntransport = \"split-tcp\""
-            );
+        if let Some(t) = self.tcp_transport {
+            let name = toml::Value::try_from(t)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let _ = writeln!(engine, "tcp_transport = \"{name}\"");
         }
         format!("{engine}\n[control]\nsocket = \"{}\"\n", socket.display())
     }
@@ -443,6 +459,7 @@ mod tests {
             loss_recovery: LossRecoveryKind,
             aqm: Option<bool>,
             reordering: Option<Reordering>,
+            tcp_transport: Option<Transport>,
         }
         let retransmit = LossRecoveryKind::Retransmit(RetransmitParams {
             nack_delay_ms: 60.0,
@@ -458,7 +475,7 @@ mod tests {
                 scheduler: Some("delay-based".into()),
                 loss_recovery: Some(kind),
                 aqm: Some(true),
-                split_tcp: false,
+                tcp_transport: Some(Transport::Packet),
                 reordering: Some(Reordering::Rpc),
             };
             let text = s.engine_section(Path::new("/tmp/x"));
@@ -467,12 +484,25 @@ mod tests {
             assert_eq!(f.engine.loss_recovery, kind, "{text}");
             assert_eq!(f.engine.aqm, Some(true), "{text}");
             assert_eq!(f.engine.reordering, Some(Reordering::Rpc), "{text}");
+            assert_eq!(f.engine.tcp_transport, Some(Transport::Packet), "{text}");
         }
+        let split = BraidSettings {
+            tcp_transport: Some(Transport::SplitTcp),
+            ..BraidSettings::default()
+        };
+        let text = split.engine_section(Path::new("/tmp/x"));
+        let f: File = toml::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(f.engine.tcp_transport, Some(Transport::SplitTcp), "{text}");
+        assert_eq!(split.label(), "defaults + split-TCP");
+        assert_eq!(
+            BraidSettings::packet_tunnel().label(),
+            "defaults + packet tunnel"
+        );
         let s = BraidSettings {
             scheduler: Some("delay-based".into()),
             loss_recovery: Some(retransmit),
             aqm: None,
-            split_tcp: false,
+            tcp_transport: None,
             reordering: None,
         };
         assert_eq!(s.label(), "delay-based + retransmit");
@@ -492,5 +522,6 @@ mod tests {
         assert_eq!(f.engine.loss_recovery, LossRecoveryKind::default());
         assert_eq!(f.engine.aqm, None);
         assert_eq!(f.engine.reordering, None);
+        assert_eq!(f.engine.tcp_transport, None);
     }
 }

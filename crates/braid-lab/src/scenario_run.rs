@@ -72,7 +72,7 @@ pub fn run(sc: &Scenario, systems: &[System]) -> Result<Vec<SystemRun>, LabError
                     scheduler: Some(s.clone()),
                     loss_recovery: Some(sc.engine.loss_recovery),
                     aqm: sc.engine.aqm,
-                    split_tcp: false,
+                    tcp_transport: sc.engine.tcp_transport,
                     reordering: None,
                 },
             )?),

@@ -64,6 +64,8 @@ pub struct EngineSection {
     pub hole_timeout_mode: HoleTimeoutMode,
     #[serde(rename = "class", default)]
     pub classes: Vec<ClassConfig>,
+    /// How TCP in no class crosses: `split-tcp` (default) or `packet` (docs/daemon.md).
+    pub tcp_transport: Option<braid_core::class::Transport>,
     pub loss_guard: Option<bool>,
     /// Active queue management of the send queue (default false).
     pub aqm: Option<bool>,
@@ -759,6 +761,7 @@ pub fn engine_config(e: &EngineSection, mtu: u16, session_id: u32) -> Config {
         max_packet_size: usize::from(mtu),
         ..Config::default()
     };
+
     let ms = |v: f64| Duration::from_secs_f64(v / 1e3);
     if let Some(g) = e.loss_guard {
         c.loss_guard = g;
@@ -791,5 +794,8 @@ pub fn engine_config(e: &EngineSection, mtu: u16, session_id: u32) -> Config {
         c.capacity_interval = ms(v);
     }
     c.metering = braid_core::metered::MeteringSection::config(e.metering.as_ref(), &e.classes, &[]);
+    c.tcp_transport = e
+        .tcp_transport
+        .unwrap_or_else(|| braid_core::class::default_tcp_transport(c.metering.is_some()));
     c
 }

@@ -95,7 +95,15 @@ fn ipv4_and_ipv6_connections_are_redirected_with_their_destinations() {
             "10.9.0.0/24".parse().unwrap(),
             "2001:db8:9::/64".parse().unwrap(),
         ];
-        let rules = ruleset("braid_split_bst", "braid-none", &routes, &[&class], ports).unwrap();
+        let rules = ruleset(
+            "braid_split_bst",
+            "braid-none",
+            &routes,
+            &[class],
+            Transport::Packet,
+            ports,
+        )
+        .unwrap();
         let redirect = Redirect::install("braid_split_bst", &rules).unwrap();
         ready_tx.send(()).unwrap();
         let (a4, _) = l4.accept().unwrap();

@@ -93,6 +93,9 @@ pub struct EngineSection {
     /// Traffic classes (`[[engine.class]]`), each with its own scheduler.
     #[serde(rename = "class", default)]
     pub classes: Vec<ClassConfig>,
+    /// How TCP in no class crosses: `split-tcp` (default) or `packet` (the tunnel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_transport: Option<braid_core::class::Transport>,
     /// Set aside paths that lose far more than the best one (default true).
     pub loss_guard: Option<bool>,
     /// Resequence each inner flow on its own instead of the whole session (default false).
@@ -333,6 +336,10 @@ impl Scenario {
             c.capacity_interval = ms(v);
         }
         c.metering = self.metering_config();
+        c.tcp_transport = self
+            .engine
+            .tcp_transport
+            .unwrap_or_else(|| braid_core::class::default_tcp_transport(c.metering.is_some()));
         c
     }
 

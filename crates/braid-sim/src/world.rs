@@ -301,6 +301,7 @@ impl World {
                 let split = split::SplitEnd::new(
                     split::End::Gateway,
                     &config.classes,
+                    config.tcp_transport,
                     rates.len(),
                     scenario.mtu,
                     seed,
@@ -308,6 +309,7 @@ impl World {
                 .zip(split::SplitEnd::new(
                     split::End::Server,
                     &config.classes,
+                    config.tcp_transport,
                     rates.len(),
                     scenario.mtu,
                     seed,

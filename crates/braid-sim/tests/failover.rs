@@ -20,6 +20,8 @@ fn scenario_with(outage_s: f64, duration_s: f64, aqm: bool) -> Scenario {
 duration_s = {duration_s}
 seed = 7
 [engine]
+# The tunnel's failover carries the inner TCP (split-TCP's is the stream's).
+tcp_transport = "packet"
 scheduler = "delay-based"
 aqm = {aqm}
 [[path]]
@@ -272,6 +274,8 @@ fn losses_while_a_path_is_set_up_do_not_set_it_aside() {
 duration_s = 5
 seed = 7
 [engine]
+# The tunnel's failover carries the inner TCP (split-TCP's is the stream's).
+tcp_transport = "packet"
 scheduler = "delay-based"
 aqm = true
 [[path]]

@@ -14,6 +14,7 @@ duration_s = 20
 seed = 3
 [engine]
 header_compression = {compression}
+tcp_transport = "packet"
 {paths}
 {workload}
 "#

@@ -1,6 +1,7 @@
 //! On recorded cellular links whose rate swings tenfold within a second, braid's defaults
-//! keep the links' own bottleneck queues from overflowing (each path's congestion window,
-//! `braid_core::path::window`) and bond most of what the links give when used alone.
+//! keep the links' own bottleneck queues from overflowing (each path's congestion window:
+//! the stream's, as TCP is split by default; `braid_core::path::window` in the tunnel) and
+//! bond most of what the links give when used alone.
 //!
 //! The first pair of docs/benchmarks.md's "Real links" table: mahimahi's AT&T and T-Mobile
 //! LTE downlinks recorded while driving (35 and 25 ms), uplinks a constant 3 Mbit/s, one

@@ -15,7 +15,7 @@ fn scenario(trigger: &str, seed: u64) -> Scenario {
     };
     let loss = ", loss = { model = \"bernoulli\", p = 0.01 }";
     let text = format!(
-        "duration_s = 10\nseed = {seed}\n[engine]\nscheduler = \"delay-based\"\n\
+        "duration_s = 10\nseed = {seed}\n[engine]\nscheduler = \"delay-based\"\ntcp_transport = \"packet\"\n\
          loss_recovery = {{ kind = \"retransmit\", trigger = \"{trigger}\" }}\n{}{}{}{}\
          [[workload]]\nkind = \"bulk\"\n",
         path("lte", 20, 20, ""),

@@ -1,5 +1,6 @@
-//! Split-TCP mode (issue 19 item 3; oSCTP §III's transport put to work): a traffic class
-//! with `transport = "split-tcp"` has its TCP connections terminated at the gateway by a
+//! Split-TCP mode (issue 19 item 3; oSCTP §III's transport put to work), the default for
+//! TCP (`[engine] tcp_transport`; a traffic class with `transport = "split-tcp"` asks for
+//! it too): TCP connections are terminated at the gateway by a
 //! transparent proxy (an nftables redirect, [`redirect`]), their bytes carried on the
 //! multipath reliable stream (braid_core::stream: one congestion window per path) and the
 //! connection to the destination opened by the server, which relays. The client and the
@@ -26,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use braid_core::class::{ClassConfig, Transport};
+use braid_core::class::Transport;
 
 use crate::config::{EngineSection, GatewayConfig, ServerConfig};
 use crate::DaemonError;
@@ -36,12 +37,18 @@ pub fn port_beside(tunnel: SocketAddr) -> SocketAddr {
     SocketAddr::new(tunnel.ip(), tunnel.port().wrapping_add(1))
 }
 
-/// The classes that ask for split-TCP.
-pub fn split_classes(e: &EngineSection) -> Vec<&ClassConfig> {
-    e.classes
-        .iter()
-        .filter(|c| c.transport == Transport::SplitTcp)
-        .collect()
+/// How TCP in no class crosses under `e`: its `tcp_transport`, else the engine's default
+/// (split-TCP; the tunnel when an uplink is `metered`).
+pub fn tcp_transport(e: &EngineSection, metered: bool) -> Transport {
+    e.tcp_transport
+        .unwrap_or_else(|| braid_core::class::default_tcp_transport(metered))
+}
+
+/// Whether `e` asks for split-TCP in so many words (a class, or `tcp_transport`), rather
+/// than by default: then a split-TCP that cannot start is an error, not a warning.
+fn asked_for(e: &EngineSection) -> bool {
+    e.tcp_transport == Some(Transport::SplitTcp)
+        || e.classes.iter().any(|c| c.transport == Transport::SplitTcp)
 }
 
 /// The running split-TCP service; stopped, and the gateway's redirect removed, on drop.
@@ -57,12 +64,41 @@ pub struct SplitTcp {
 }
 
 impl SplitTcp {
-    /// The gateway's service when a class asks for it: the listener, the uplinks' sockets
-    /// and the redirect (a stale table of a crashed run is replaced).
+    /// The gateway's service when any TCP crosses as split-TCP: the listener, the uplinks'
+    /// sockets and the redirect (a stale table of a crashed run is replaced). Split-TCP by
+    /// default only (no class or `tcp_transport` asking for it) steps aside with a warning
+    /// where it cannot run (no routed prefix, no nftables): TCP then crosses in the tunnel.
     pub fn gateway(cfg: &GatewayConfig) -> Result<Option<SplitTcp>, DaemonError> {
-        let classes = split_classes(&cfg.engine);
-        if classes.is_empty() {
+        let metered = cfg.engine.metering.is_some() || cfg.uplinks.iter().any(|u| u.metered);
+        let transport = tcp_transport(&cfg.engine, metered);
+        if !braid_core::class::any_split(&cfg.engine.classes, transport) {
             return Ok(None);
+        }
+        match Self::start_gateway(cfg, transport) {
+            Err(e) if !asked_for(&cfg.engine) => {
+                tracing::warn!(
+                    "split-TCP (the default for TCP) is off, TCP crosses in the packet tunnel: {e}"
+                );
+                Ok(None)
+            }
+            r => r.map(Some),
+        }
+    }
+
+    fn start_gateway(cfg: &GatewayConfig, transport: Transport) -> Result<SplitTcp, DaemonError> {
+        if cfg.routes.is_empty() {
+            return Err(DaemonError::Setup(format!(
+                "{}: split-TCP needs at least one prefix in interface.routes",
+                cfg.file
+            )));
+        }
+        // The stream's sockets send straight to the server's port + 1; a relay forwards
+        // the tunnel's port only.
+        if let Some(u) = cfg.uplinks.iter().find(|u| u.relay.is_some()) {
+            return Err(DaemonError::Setup(format!(
+                "{}: uplink '{}' goes through a relay, which split-TCP's stream does not cross",
+                cfg.file, u.name
+            )));
         }
         let table = redirect::table_name(&cfg.tun);
         let bindings = cfg.uplinks.iter().map(|u| u.binding.clone()).collect();
@@ -72,7 +108,8 @@ impl SplitTcp {
             .map_err(|e| DaemonError::Setup(format!("split-TCP listener: {e}")))?
             .with_arrivals(arrivals.clone());
         let ports = lp.ports()?;
-        let rules = redirect::ruleset(&table, &cfg.tun, &cfg.routes, &classes, ports)
+        let classes = &cfg.engine.classes;
+        let rules = redirect::ruleset(&table, &cfg.tun, &cfg.routes, classes, transport, ports)
             .map_err(|e| DaemonError::Setup(format!("{}: {e}", cfg.file)))?;
         let redirect = redirect::Redirect::install(&table, &rules)
             .map_err(|e| DaemonError::Setup(format!("split-TCP needs nftables: {e}")))?;
@@ -82,20 +119,23 @@ impl SplitTcp {
             port = ports.v4,
             port6 = ports.v6,
             classes = classes.len(),
+            unclassified = ?transport,
             "split-TCP redirect installed"
         );
-        Ok(Some(SplitTcp {
+        Ok(SplitTcp {
             arrivals: Some(arrivals),
             peer_arrivals: None,
             redirect: Some(redirect),
             stop,
             thread: Some(thread),
-        }))
+        })
     }
 
-    /// The server's service when a class asks for it: a UDP socket on the listen port + 1.
+    /// The server's service when any TCP crosses as split-TCP: a UDP socket on the listen
+    /// port + 1.
     pub fn server(cfg: &ServerConfig) -> Result<Option<SplitTcp>, DaemonError> {
-        if split_classes(&cfg.engine).is_empty() {
+        // A gateway's metered uplinks are its own: the server listens for any gateway.
+        if !braid_core::class::any_split(&cfg.engine.classes, tcp_transport(&cfg.engine, false)) {
             return Ok(None);
         }
         let at = port_beside(cfg.listen);

@@ -8,7 +8,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::AsRawFd;
 
-use braid_core::class::{ClassConfig, Protocol};
+use braid_core::class::{ClassConfig, Protocol, Transport};
 
 /// The nftables table of the gateway on `tun`.
 pub fn table_name(tun: &str) -> String {
@@ -24,14 +24,18 @@ pub struct Ports {
 }
 
 /// The ruleset: in prerouting, TCP from anywhere but the tunnel towards the routed
-/// prefixes (IPv4 and IPv6), matching a split-TCP class, goes to the listener of its
-/// family on this host. A class's ports are matched as destination ports, its DSCP values
-/// as the IP header's DSCP.
+/// prefixes (IPv4 and IPv6) is matched against the classes in order, as the engine
+/// classifies a flow: the first class that matches decides, a split-TCP class sending the
+/// connection to the listener of its family on this host and any other class leaving it
+/// to the packet tunnel; TCP that no class matches is redirected when `tcp_transport` is
+/// split-TCP. A class's ports are matched as destination ports, its DSCP values as the IP
+/// header's DSCP.
 pub fn ruleset(
     table: &str,
     tun: &str,
     routes: &[ipnet::IpNet],
-    classes: &[&ClassConfig],
+    classes: &[ClassConfig],
+    tcp_transport: Transport,
     ports: Ports,
 ) -> Result<String, String> {
     if routes.is_empty() {
@@ -55,11 +59,15 @@ pub fn ruleset(
     }
     let mut rules = String::new();
     for c in classes {
+        let split = c.transport == Transport::SplitTcp;
         if c.matcher.protocol.is_some_and(|p| p != Protocol::Tcp) {
-            return Err(format!(
-                "class '{}': transport = \"split-tcp\" carries TCP only; set match.protocol = \"tcp\" or leave it out",
-                c.name
-            ));
+            if split {
+                return Err(format!(
+                    "class '{}': transport = \"split-tcp\" carries TCP only; set match.protocol = \"tcp\" or leave it out",
+                    c.name
+                ));
+            }
+            continue;
         }
         for (family, daddr, port) in &families {
             if daddr.is_empty() {
@@ -86,7 +94,20 @@ pub fn ruleset(
                 let d: Vec<String> = c.matcher.dscp.iter().map(ToString::to_string).collect();
                 rule += &format!(" {family} dscp {{ {} }}", d.join(", "));
             }
-            rules += &format!("{rule} counter redirect to :{port}\n");
+            if split {
+                rules += &format!("{rule} counter redirect to :{port}\n");
+            } else {
+                rules += &format!("{rule} return\n");
+            }
+        }
+    }
+    if tcp_transport == Transport::SplitTcp {
+        for (family, daddr, port) in &families {
+            if !daddr.is_empty() {
+                rules += &format!(
+                    "    iifname != \"{tun}\" {family} daddr {{ {daddr} }} meta l4proto tcp counter redirect to :{port}\n"
+                );
+            }
         }
     }
     Ok(format!(
@@ -167,7 +188,7 @@ fn getsockopt<T>(
 
 #[cfg(test)]
 mod tests {
-    use braid_core::class::{FlowMatch, PortRange, Transport};
+    use braid_core::class::{FlowMatch, PortRange};
     use braid_core::SchedulerKind;
 
     use super::*;
@@ -208,7 +229,8 @@ mod tests {
             "braid_split_braid0",
             "braid0",
             &["10.1.0.0/24".parse().unwrap()],
-            &[&c],
+            std::slice::from_ref(&c),
+            Transport::Packet,
             ports,
         )
         .unwrap();
@@ -224,23 +246,82 @@ mod tests {
             "10.1.0.0/24".parse().unwrap(),
             "2001:db8:1::/64".parse().unwrap(),
         ];
-        let r = ruleset("t", "braid0", &routes, &[&dscp], ports).unwrap();
+        let r = ruleset(
+            "t",
+            "braid0",
+            &routes,
+            &[dscp.clone()],
+            Transport::Packet,
+            ports,
+        )
+        .unwrap();
         assert!(
             r.contains("iifname != \"braid0\" ip6 daddr { 2001:db8:1::/64 } meta l4proto tcp tcp dport { 80, 5200-5210 } ip6 dscp { 46 } counter redirect to :4322"),
             "{r}"
         );
         assert!(r.contains("ip daddr { 10.1.0.0/24 }"), "{r}");
         let no_v6 = Ports { v4: 1, v6: None };
-        assert!(ruleset("t", "braid0", &routes, &[&dscp], no_v6).is_err());
+        assert!(ruleset("t", "braid0", &routes, &[dscp], Transport::Packet, no_v6).is_err());
+    }
+
+    #[test]
+    fn the_first_matching_class_decides_and_unclassified_tcp_follows_the_session() {
+        let mut ssh = class(Some(Protocol::Tcp), vec![PortRange { low: 22, high: 22 }]);
+        ssh.transport = Transport::Packet;
+        let bulk = class(
+            None,
+            vec![PortRange {
+                low: 5001,
+                high: 5001,
+            }],
+        );
+        let p = Ports { v4: 4321, v6: None };
+        let routes = ["10.1.0.0/24".parse().unwrap()];
+        let r = ruleset(
+            "t",
+            "braid0",
+            &routes,
+            &[ssh.clone(), bulk],
+            Transport::SplitTcp,
+            p,
+        )
+        .unwrap();
+        let lines: Vec<&str> = r.lines().filter(|l| l.contains("daddr")).collect();
+        assert_eq!(lines.len(), 3, "{r}");
+        assert!(lines[0].ends_with("tcp dport { 22 } return"), "{r}");
+        assert!(
+            lines[1].ends_with("tcp dport { 5001 } counter redirect to :4321"),
+            "{r}"
+        );
+        assert!(
+            lines[2].ends_with("meta l4proto tcp counter redirect to :4321"),
+            "{r}"
+        );
+        // With the packet tunnel for unclassified TCP, only the classes' rules.
+        let r = ruleset("t", "braid0", &routes, &[ssh], Transport::Packet, p).unwrap();
+        assert!(!r.contains("redirect"), "{r}");
     }
 
     #[test]
     fn udp_classes_and_missing_routes_are_refused() {
         let udp = class(Some(Protocol::Udp), vec![]);
         let p = Ports { v4: 1, v6: None };
-        let e = ruleset("t", "braid0", &["10.0.0.0/8".parse().unwrap()], &[&udp], p).unwrap_err();
+        let routes = ["10.0.0.0/8".parse().unwrap()];
+        let e = ruleset(
+            "t",
+            "braid0",
+            &routes,
+            std::slice::from_ref(&udp),
+            Transport::Packet,
+            p,
+        )
+        .unwrap_err();
         assert!(e.contains("TCP only"), "{e}");
         let tcp = class(None, vec![]);
-        assert!(ruleset("t", "braid0", &[], &[&tcp], p).is_err());
+        assert!(ruleset("t", "braid0", &[], &[tcp], Transport::Packet, p).is_err());
+        // A UDP class of the packet tunnel is no error: it never sees TCP.
+        let mut voice = udp;
+        voice.transport = Transport::Packet;
+        assert!(ruleset("t", "braid0", &routes, &[voice], Transport::SplitTcp, p).is_ok());
     }
 }

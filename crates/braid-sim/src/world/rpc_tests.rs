@@ -13,6 +13,7 @@ seed = 3
 [engine]
 scheduler = "adas"
 reordering = "rpc"
+tcp_transport = "packet"
 [[path]]
 name = "near"
 up = { rate_mbps = 1.8, delay_ms = 40 }

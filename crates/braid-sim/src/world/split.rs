@@ -85,6 +85,7 @@ pub struct SplitStats {
 pub struct SplitEnd {
     end: End,
     classes: Vec<ClassConfig>,
+    tcp_transport: Transport,
     stack: Stack,
     /// The stack's packets towards the LAN host.
     out: Packets,
@@ -98,21 +99,24 @@ pub struct SplitEnd {
     last_read: u32,
     ids: Vec<u32>,
     read_buf: Vec<u8>,
+    /// The stream's bytes on their way into `inbuf`.
+    frame_buf: Vec<u8>,
     emit_buf: Vec<u8>,
     stats: SplitStats,
 }
 
 impl SplitEnd {
-    /// The end `end` of split-TCP for `classes` over `paths` paths, or `None` when no
-    /// class asks for it.
+    /// The end `end` of split-TCP for `classes` and unclassified TCP crossing as
+    /// `tcp_transport`, over `paths` paths, or `None` when nothing is split.
     pub fn new(
         end: End,
         classes: &[ClassConfig],
+        tcp_transport: Transport,
         paths: usize,
         mtu: usize,
         seed: u64,
     ) -> Option<SplitEnd> {
-        if !classes.iter().any(|c| c.transport == Transport::SplitTcp) {
+        if !braid_core::class::any_split(classes, tcp_transport) {
             return None;
         }
         let (addr, label) = match end {
@@ -122,6 +126,7 @@ impl SplitEnd {
         Some(SplitEnd {
             end,
             classes: classes.to_vec(),
+            tcp_transport,
             stack: Stack::new(addr, mtu, Rng::child(seed, label)),
             out: Packets::default(),
             tx: StreamSender::new(stream_config(), paths),
@@ -133,6 +138,7 @@ impl SplitEnd {
             last_read: 0,
             ids: Vec::new(),
             read_buf: Vec::new(),
+            frame_buf: Vec::new(),
             emit_buf: Vec::with_capacity(MAX_DATA + 16),
             stats: SplitStats::default(),
         })
@@ -142,8 +148,9 @@ impl SplitEnd {
         self.stats
     }
 
-    /// Whether a packet from this end's LAN host is split-TCP's: at the gateway, TCP of a
-    /// split class (the first class that matches, as the daemons' redirect); at the
+    /// Whether a packet from this end's LAN host is split-TCP's: at the gateway, TCP that
+    /// crosses as split-TCP (its first matching class's transport, or the session's for
+    /// TCP in no class, as the daemons' redirect); at the
     /// server, the internet host's answer on one of this end's connections.
     pub fn claims(&self, packet: &[u8]) -> bool {
         let Some(info) = braid_core::flow::parse::parse(packet) else {
@@ -153,10 +160,7 @@ impl SplitEnd {
             return false;
         }
         match self.end {
-            End::Gateway => {
-                let class = braid_core::class::classify(&self.classes, &info);
-                class > 0 && self.classes[class - 1].transport == Transport::SplitTcp
-            }
+            End::Gateway => braid_core::class::splits(&self.classes, self.tcp_transport, &info),
             // Lingering connections included: their last segments are this end's too.
             End::Server => {
                 info.key.dst == std::net::IpAddr::from(SERVER_ADDR)
@@ -239,11 +243,7 @@ impl SplitEnd {
         let mut buf = std::mem::take(&mut self.read_buf);
         buf.resize(MAX_DATA, 0);
         for &conn in &ids {
-            if let Some(mut r) = self.relays.remove(&conn) {
-                if self.write_tcp(now, conn, &mut r) {
-                    self.relays.insert(conn, r);
-                }
-            }
+            self.write_tcp(now, conn);
         }
         // One frame per connection in turn, while the stream's unsent bytes are few; the
         // turn goes on where it stopped, so that a download does not take every opening.
@@ -265,11 +265,7 @@ impl SplitEnd {
             .sum();
         self.tx.set_waiting_beyond(waiting);
         for &conn in &ids {
-            if let Some(mut r) = self.relays.remove(&conn) {
-                if self.finish(conn, &mut r) {
-                    self.relays.insert(conn, r);
-                }
-            }
+            self.finish(conn);
         }
         self.ids = ids;
         self.read_buf = buf;
@@ -278,13 +274,17 @@ impl SplitEnd {
         before != (self.stats, self.tx.buffered(), self.relays.len())
     }
 
-    /// The far end's bytes into the socket, and its FIN once they are written; false when
-    /// the connection is gone.
-    fn write_tcp(&mut self, now: Instant, conn: u32, r: &mut Relay) -> bool {
+    /// The far end's bytes into the socket, and its FIN once they are written; the relay
+    /// is dropped when the connection is gone.
+    fn write_tcp(&mut self, now: Instant, conn: u32) {
+        let Some(r) = self.relays.get_mut(&conn) else {
+            return;
+        };
         let Some(c) = self.stack.conn(r.id) else {
             // Gone (reset by its host): the far end resets its side.
+            self.relays.remove(&conn);
             self.emit(&Frame::Reset { conn });
-            return false;
+            return;
         };
         while !r.to_tcp.is_empty() {
             let (a, _) = r.to_tcp.as_slices();
@@ -299,7 +299,6 @@ impl SplitEnd {
             r.closed = true;
             self.stack.linger(now, r.id);
         }
-        true
     }
 
     /// One frame of the socket's bytes onto the stream; true if one went.
@@ -325,10 +324,25 @@ impl SplitEnd {
         })
     }
 
-    /// FIN once the host finished sending and everything it sent is on the stream; false
-    /// when the connection is over both ways.
-    fn finish(&mut self, conn: u32, r: &mut Relay) -> bool {
-        let eof = self.stack.conn(r.id).is_none_or(|c| {
+    /// FIN once the host finished sending and everything it sent is on the stream; the
+    /// relay is dropped once the connection is over both ways.
+    fn finish(&mut self, conn: u32) {
+        let Some(&Relay {
+            id,
+            fin_sent,
+            closed,
+            ..
+        }) = self.relays.get(&conn)
+        else {
+            return;
+        };
+        if fin_sent {
+            if closed {
+                self.relays.remove(&conn);
+            }
+            return;
+        }
+        let eof = self.stack.conn(id).is_none_or(|c| {
             c.readable() == 0
                 && matches!(
                     c.state(),
@@ -339,16 +353,20 @@ impl SplitEnd {
                         | State::Closed
                 )
         });
-        if eof && !r.fin_sent && self.emit(&Frame::Fin { conn }) {
-            r.fin_sent = true;
+        if eof && self.emit(&Frame::Fin { conn }) {
+            if closed {
+                self.relays.remove(&conn);
+            } else if let Some(r) = self.relays.get_mut(&conn) {
+                r.fin_sent = true;
+            }
         }
-        !(r.fin_sent && r.closed)
     }
 
     /// The stream's bytes, framed: OPEN connects (server), DATA waits for its socket, FIN
     /// closes it once written, RESET drops it.
     fn read_frames(&mut self) {
-        let mut buf = [0u8; 16 * 1024];
+        let mut buf = std::mem::take(&mut self.frame_buf);
+        buf.resize(16 * 1024, 0);
         loop {
             let n = self.rx.read(&mut buf);
             if n == 0 {
@@ -356,6 +374,7 @@ impl SplitEnd {
             }
             self.inbuf.extend_from_slice(&buf[..n]);
         }
+        self.frame_buf = buf;
         let mut at = 0;
         let mut opens = Vec::new();
         loop {

@@ -55,7 +55,8 @@ fn bulk_goodput(s: &Scenario) -> f64 {
 
 #[test]
 fn braid_over_one_path_costs_only_its_header() {
-    let braid = parse(ONE_PATH);
+    let mut braid = parse(ONE_PATH);
+    braid.engine.tcp_transport = Some(braid_core::class::Transport::Packet);
     let mut direct = braid.clone();
     direct.engine.direct = Some("a".into());
     let (b, d) = (bulk_goodput(&braid), bulk_goodput(&direct));
@@ -148,6 +149,8 @@ fn sparse_uplink_traffic_keeps_a_recorded_lte_uplinks_capacity() {
         &mut TraceCache::new(),
     )
     .unwrap();
+    // The tunnel's own estimates, from its own sparse uplink traffic.
+    s.engine.tcp_transport = Some(braid_core::class::Transport::Packet);
     s.duration_s = 120.0;
     let r = run(&s, &mut TraceCache::new(), None).unwrap();
     let gateway = r.gateway.unwrap();
@@ -167,10 +170,12 @@ fn split_scenario(split: Option<&str>) -> Scenario {
     let class = split.map_or(String::new(), |m| {
         format!("[[engine.class]]\nname = \"tcp\"\nmatch = {m}\nscheduler = \"delay-based\"\ntransport = \"split-tcp\"\n")
     });
+    // TCP in no class takes the tunnel here: what is split is the class's.
     parse(&format!(
         r#"
 duration_s = 20
 [engine]
+tcp_transport = "packet"
 {class}
 [[path]]
 name = "a"
@@ -242,4 +247,28 @@ fn split_tcp_beside_tunnelled_tcp_keeps_every_flow_apart() {
         r.gateway.unwrap().sent_packets > 0,
         "the web flows used the tunnel"
     );
+}
+
+#[test]
+fn the_defaults_split_every_tcp_connection_but_not_over_metered_paths() {
+    // An empty [engine]: TCP in no class crosses as split-TCP.
+    let text = split_scenario(None);
+    let mut defaults = text.clone();
+    defaults.engine.tcp_transport = None;
+    let r = run(&defaults, &mut TraceCache::new(), None).unwrap();
+    let [gw, _] = r.split.expect("split-TCP runs by default");
+    assert!(gw.opened >= 5, "the download and the web flows: {gw:?}");
+    assert!(r.workloads[0].bulk.as_ref().unwrap().goodput_mbps > 10.0);
+    assert_eq!(r.gateway.unwrap().sent_packets, 0, "no TCP in the tunnel");
+    // A metered path: the stream does not keep to its budget, so TCP takes the tunnel.
+    let mut metered = defaults;
+    metered.paths[1].metered = true;
+    assert_eq!(
+        metered.engine_config().tcp_transport,
+        braid_core::class::Transport::Packet
+    );
+    assert!(run(&metered, &mut TraceCache::new(), None)
+        .unwrap()
+        .split
+        .is_none());
 }
