@@ -35,6 +35,8 @@ fn mean_median_ms(
         let mut s = base.clone();
         s.seed = seed;
         s.engine.scheduler = scheduler;
+        // The packet schedulers' ties (the web's TCP in the tunnel they spread).
+        s.engine.tcp_transport = Some(braid_core::class::Transport::Packet);
         if reversed {
             s.paths.reverse();
         }

@@ -81,6 +81,11 @@ impl RtoEstimator {
         self.rto
     }
 
+    /// RTTVAR: the mean deviation of the samples from SRTT.
+    pub fn rttvar(&self) -> Duration {
+        self.rttvar
+    }
+
     pub fn srtt(&self) -> Option<Duration> {
         self.srtt
     }

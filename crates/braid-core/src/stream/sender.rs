@@ -227,6 +227,7 @@ impl StreamSender {
             live: p.failed.is_none() || all_failed,
             open: fast || p.flight < p.window.cwnd(),
             srtt: p.srtt(),
+            rttvar: p.rto.rttvar(),
             rate: p.rate(),
         }));
         let picked = self.picker.pick(&candidates, avoid, backlog.max(1));
