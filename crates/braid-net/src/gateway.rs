@@ -823,6 +823,8 @@ fn new_session(
         .collect();
     let mut c = config::engine_config(&cfg.engine, mtu, session_id);
     c.metering = metered_uplinks(cfg, Clock::unix_time().as_secs());
+    // As the split-TCP service decided it (`split_tcp::SplitTcp::gateway`).
+    c.tcp_transport = config::tcp_transport(&cfg.engine, cfg.is_metered());
     c.datagram_overhead = udp_overhead(cfg.server_endpoint) + envelope_overhead;
     c.seed = u64::from(crate::system::random_u32());
     c.flow_hash_seed = crate::system::random_u64();

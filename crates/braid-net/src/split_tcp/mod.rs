@@ -29,19 +29,12 @@ use std::thread::JoinHandle;
 
 use braid_core::class::Transport;
 
-use crate::config::{EngineSection, GatewayConfig, ServerConfig};
+use crate::config::{tcp_transport, EngineSection, GatewayConfig, ServerConfig};
 use crate::DaemonError;
 
 /// The split-TCP port beside a daemon's tunnel port.
 pub fn port_beside(tunnel: SocketAddr) -> SocketAddr {
     SocketAddr::new(tunnel.ip(), tunnel.port().wrapping_add(1))
-}
-
-/// How TCP in no class crosses under `e`: its `tcp_transport`, else the engine's default
-/// (split-TCP; the tunnel when an uplink is `metered`).
-pub fn tcp_transport(e: &EngineSection, metered: bool) -> Transport {
-    e.tcp_transport
-        .unwrap_or_else(|| braid_core::class::default_tcp_transport(metered))
 }
 
 /// Whether `e` asks for split-TCP in so many words (a class, or `tcp_transport`), rather
@@ -67,10 +60,10 @@ impl SplitTcp {
     /// The gateway's service when any TCP crosses as split-TCP: the listener, the uplinks'
     /// sockets and the redirect (a stale table of a crashed run is replaced). Split-TCP by
     /// default only (no class or `tcp_transport` asking for it) steps aside with a warning
-    /// where it cannot run (no routed prefix, no nftables): TCP then crosses in the tunnel.
+    /// where it cannot run (no routed prefix, no nftables, an uplink through a relay): TCP
+    /// then crosses in the tunnel.
     pub fn gateway(cfg: &GatewayConfig) -> Result<Option<SplitTcp>, DaemonError> {
-        let metered = cfg.engine.metering.is_some() || cfg.uplinks.iter().any(|u| u.metered);
-        let transport = tcp_transport(&cfg.engine, metered);
+        let transport = tcp_transport(&cfg.engine, cfg.is_metered());
         if !braid_core::class::any_split(&cfg.engine.classes, transport) {
             return Ok(None);
         }

@@ -57,6 +57,10 @@ pub fn ruleset(
         };
         families.push(("ip6", v6, p6));
     }
+    families.retain(|(_, daddr, _)| !daddr.is_empty());
+    let base = |family: &str, daddr: &str| {
+        format!("    iifname != \"{tun}\" {family} daddr {{ {daddr} }} meta l4proto tcp")
+    };
     let mut rules = String::new();
     for c in classes {
         let split = c.transport == Transport::SplitTcp;
@@ -70,11 +74,7 @@ pub fn ruleset(
             continue;
         }
         for (family, daddr, port) in &families {
-            if daddr.is_empty() {
-                continue;
-            }
-            let mut rule =
-                format!("    iifname != \"{tun}\" {family} daddr {{ {daddr} }} meta l4proto tcp");
+            let mut rule = base(family, daddr);
             if !c.matcher.ports.is_empty() {
                 let ports: Vec<String> = c
                     .matcher
@@ -103,11 +103,7 @@ pub fn ruleset(
     }
     if tcp_transport == Transport::SplitTcp {
         for (family, daddr, port) in &families {
-            if !daddr.is_empty() {
-                rules += &format!(
-                    "    iifname != \"{tun}\" {family} daddr {{ {daddr} }} meta l4proto tcp counter redirect to :{port}\n"
-                );
-            }
+            rules += &format!("{} counter redirect to :{port}\n", base(family, daddr));
         }
     }
     Ok(format!(
