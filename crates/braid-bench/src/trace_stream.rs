@@ -124,6 +124,7 @@ impl Bench for TraceStream {
                 "chunks_sent": s.chunks_sent, "seconds": d,
                 "spurious_timeouts": s.spurious_timeouts,
                 "spurious_retransmits": s.spurious_retransmits,
+                "reinjections": s.reinjections,
                 "sacks": o.receiver.sacks,
                 "sack_bytes": o.receiver.sack_bytes,
                 "sacks_held": o.receiver.sacks_held,

@@ -16,6 +16,8 @@
 //! - [`class`]: traffic classes, each with its own scheduler.
 //! - [`compress`]: inner IPv4/TCP header compression between the two ends.
 //! - [`checksum`]: the Internet checksum (RFC 1071) of inner headers.
+//! - [`cubic`]: Cubic with HyStart (RFC 9438), for the simulator's TCP; HyStart also for
+//!   the stream's paths.
 //! - [`htppr`]: partial packet recovery over a hare and a tortoise (HTPPR).
 //! - [`metered`]: oSCTP's utility-and-cost model, rate prediction and metered budgets.
 //! - [`bapu`]: BaPu's uplink bunching: reception reports, the gateway's forwarder
@@ -28,6 +30,7 @@ pub mod checksum;
 pub mod class;
 pub mod compress;
 pub mod config;
+pub mod cubic;
 pub mod event;
 pub mod fec;
 pub mod file_transfer;

@@ -68,6 +68,10 @@ pub struct SenderPath {
     pub heartbeat_due: bool,
     /// Smallest and latest RTT samples (the queue estimate of [`super::StreamConfig::random_loss`]).
     pub min_rtt: Option<Duration>,
+    /// Smallest RTT of a chunk whose SACK came back on this path: HyStart's baseline, as a
+    /// SACK on another path adds that path's delay and the difference in delay reads as a
+    /// queue (trace-stream's 5g-static+lte-walk: 15 ms one way against 30 ms).
+    pub own_min_rtt: Option<Duration>,
     pub latest_rtt: Duration,
     /// The window and RTO before the first T3 expiry of a run of them, restored if the
     /// expiry proves spurious (Eifel's response, RFC 4015): until an acknowledgement of
@@ -87,9 +91,9 @@ pub struct SenderPath {
 }
 
 impl SenderPath {
-    pub fn new(mtu: u64, rto: RtoParams) -> Self {
+    pub fn new(window: Window, rto: RtoParams) -> Self {
         SenderPath {
-            window: Window::new(mtu),
+            window,
             rto: RtoEstimator::new(rto),
             flight: 0,
             next_psn: 0,
@@ -100,6 +104,7 @@ impl SenderPath {
             failed: None,
             heartbeat_due: false,
             min_rtt: None,
+            own_min_rtt: None,
             latest_rtt: Duration::ZERO,
             undo: None,
             before_failure: None,

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::chunk::{Chunk, Sack};
-use super::congestion::{Coupling, LossResponse};
+use super::congestion::{Coupling, LossResponse, Window};
 use super::path::{CutUndo, Failover, SenderPath};
 use super::rack::{Delivered, DUP_THRESH};
 use super::sched::{Candidate, Picker};
@@ -44,6 +44,9 @@ pub struct SenderStats {
     pub spurious_retransmits: u64,
     /// Fast-retransmit window cuts undone, every retransmission of theirs spurious.
     pub undone_cuts: u64,
+    /// Chunks sent again because they held the peer's window shut
+    /// ([`StreamConfig::opportunistic_retransmit`]).
+    pub reinjections: u64,
 }
 
 #[derive(Debug)]
@@ -87,6 +90,10 @@ pub struct StreamSender {
     waiting_beyond: usize,
     /// The paths as the scheduler sees them, kept between calls of `poll_transmit`.
     candidates: Vec<Candidate>,
+    /// The latest SACK's window had no room for a chunk.
+    window_shut: bool,
+    /// The latest TSN [`StreamSender::reinject_blocking`] marked.
+    reinjected: Option<u64>,
 }
 
 impl StreamSender {
@@ -94,7 +101,7 @@ impl StreamSender {
         let mtu = config.mtu as u64;
         StreamSender {
             paths: (0..paths.min(PathId::MAX as usize + 1))
-                .map(|_| SenderPath::new(mtu, config.rto))
+                .map(|_| SenderPath::new(Window::new(mtu, config.slow_start), config.rto))
                 .collect(),
             picker: Picker::new(config.scheduler),
             pending: VecDeque::new(),
@@ -110,6 +117,8 @@ impl StreamSender {
             resent: BTreeMap::new(),
             waiting_beyond: 0,
             candidates: Vec::with_capacity(paths),
+            window_shut: false,
+            reinjected: None,
             stats: SenderStats {
                 chunks_sent: vec![0; paths],
                 ..SenderStats::default()
@@ -209,6 +218,9 @@ impl StreamSender {
             }
             // Flow control (RFC 4960 §6.1 rule A), with a zero-window probe when idle.
             if len as u64 > self.peer_rwnd && flight > 0 {
+                if self.config.opportunistic_retransmit && self.reinject_blocking() {
+                    return self.poll_transmit(now, out);
+                }
                 return None;
             }
             (self.next_tsn, None)
@@ -293,9 +305,9 @@ impl StreamSender {
     }
 
     /// A datagram arrived on `path`: a SACK or a heartbeat answer. Anything else is ignored.
-    pub fn handle_datagram(&mut self, now: Instant, _path: PathId, bytes: &[u8]) {
+    pub fn handle_datagram(&mut self, now: Instant, via: PathId, bytes: &[u8]) {
         match Chunk::parse(bytes) {
-            Ok(Chunk::Sack(sack)) => self.on_sack(now, &sack),
+            Ok(Chunk::Sack(sack)) => self.on_sack(now, via as usize, &sack),
             Ok(Chunk::HeartbeatAck { path, nonce }) => {
                 let fast_revival = self.fast_revival();
                 let Some(p) = self.paths.get_mut(path as usize) else {
@@ -317,7 +329,8 @@ impl StreamSender {
         }
     }
 
-    fn on_sack(&mut self, now: Instant, sack: &Sack) {
+    /// A SACK that came on path `via`.
+    fn on_sack(&mut self, now: Instant, via: usize, sack: &Sack) {
         // A SACK older than one already seen (it came back on a slower path) is dropped
         // (RFC 4960 §6.2.1 D), except with RACK: its gap blocks still stand, as the
         // receiver never reneges, and may hold the only report of an arrival (the newer
@@ -405,7 +418,13 @@ impl StreamSender {
             });
             lowest_acked[s.path] |= lowest_before[s.path] == Some(s.psn);
             if !s.retransmitted {
-                path.on_rtt(now - s.sent_at);
+                let rtt = now - s.sent_at;
+                path.on_rtt(rtt);
+                if via == s.path {
+                    let min = path.own_min_rtt.map_or(rtt, |m| m.min(rtt));
+                    path.own_min_rtt = Some(min);
+                    path.window.on_rtt(s.psn, path.next_psn, rtt, min);
+                }
                 path.windowed_min_rtt.update(
                     now,
                     now - s.sent_at,
@@ -419,6 +438,7 @@ impl StreamSender {
         let flight: u64 = self.paths.iter().map(|p| p.flight).sum();
         if !stale {
             self.peer_rwnd = (sack.a_rwnd as u64).saturating_sub(flight);
+            self.window_shut = (sack.a_rwnd as usize) < self.config.mtu;
         }
 
         // Window advance (RFC 4960 §7.2.1; oSCTP §IV-C2).
@@ -616,6 +636,36 @@ impl StreamSender {
         }
     }
 
+    /// [`StreamConfig::opportunistic_retransmit`]: with the peer's window shut, the chunk
+    /// holding the cumulative TSN back is marked for sending again, on another path (the
+    /// retransmission avoids its last), once per TSN and only if another live path has
+    /// room. True if it was marked.
+    fn reinject_blocking(&mut self) -> bool {
+        let Some((&tsn, s)) = self.outstanding.iter_mut().next() else {
+            return false;
+        };
+        if s.lost || self.reinjected.is_some_and(|r| r >= tsn) {
+            return false;
+        }
+        let q = s.path;
+        let other = self
+            .paths
+            .iter()
+            .enumerate()
+            .any(|(i, p)| i != q && p.failed.is_none() && p.flight < p.window.cwnd());
+        if !other {
+            return false;
+        }
+        self.reinjected = Some(tsn);
+        self.stats.reinjections += 1;
+        let path = &mut self.paths[q];
+        mark_lost(path, s, tsn, &mut self.retransmit);
+        if path.flight == 0 {
+            path.t3 = None;
+        }
+        true
+    }
+
     /// [`StreamConfig::fast_revival`], which applies to oSCTP failover only.
     fn fast_revival(&self) -> bool {
         self.config.fast_revival && self.config.failover == Failover::Osctp
@@ -656,6 +706,19 @@ impl StreamSender {
                 }
             }
             if path.t3.is_none_or(|t| t > now) {
+                continue;
+            }
+            if self.config.zero_window_probe && self.window_shut {
+                // Probes into a shut window (StreamConfig::zero_window_probe): sent again,
+                // the timer backed off; no error, no cut, no failover.
+                path.t3 = None;
+                path.rto.back_off();
+                let tsns: Vec<u64> = path.outstanding.values().copied().collect();
+                for tsn in tsns {
+                    if let Some(s) = self.outstanding.get_mut(&tsn) {
+                        mark_lost(path, s, tsn, &mut self.retransmit);
+                    }
+                }
                 continue;
             }
             // RFC 4960 §6.3.3: back off, one MTU of window, everything on the path is lost.

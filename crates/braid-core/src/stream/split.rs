@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{FastRetransmit, ReceiverConfig, StreamConfig};
+use super::{FastRetransmit, ReceiverConfig, SlowStart, StreamConfig};
 
 /// Bytes written and not yet acknowledged on the stream, and the receive window: the
 /// stream's own flow control, sized like split-TCP's per-connection window.
@@ -38,8 +38,11 @@ pub const CHUNK_PAYLOAD: usize = 1400;
 /// The sending end's options of a split-TCP stream (also what `trace-stream` measures and
 /// what `braid send` uses): oSCTP's, with random losses keeping the window and RACK's
 /// reordering allowance ([`FastRetransmit::Rack`], RFC 8985) in place of SD-FRT's count,
-/// and a failed path revived by slow start back to its window (`fast_revival`: trace-stream's
-/// 5g-static+lte-walk, its 5G path out for the first 7 s, 0.48 -> 0.72 of the links' sum).
+/// a failed path revived by slow start back to its window (`fast_revival`: trace-stream's
+/// 5g-static+lte-walk, its 5G path out for the first 7 s, 0.48 -> 0.72 of the links' sum),
+/// slow start by bytes with HyStart ([`SlowStart::HyStart`]), no failover on probes into a
+/// shut window (`zero_window_probe`), and the chunk that holds a shut window sent again
+/// on another path (`opportunistic_retransmit`).
 pub fn stream_config() -> StreamConfig {
     StreamConfig {
         mtu: CHUNK_PAYLOAD,
@@ -48,6 +51,9 @@ pub fn stream_config() -> StreamConfig {
         random_loss: true,
         fast_retransmit: FastRetransmit::Rack,
         fast_revival: true,
+        slow_start: SlowStart::HyStart,
+        zero_window_probe: true,
+        opportunistic_retransmit: true,
         ..StreamConfig::default()
     }
 }

@@ -744,11 +744,15 @@ fn eight_out(frt: FastRetransmit, failover: Failover) -> StreamSender {
 }
 
 fn sack(s: &mut StreamSender, now: Instant, cum: u64, gaps: &[(u32, u32)]) {
+    sack_window(s, now, cum, gaps, 1 << 20);
+}
+
+fn sack_window(s: &mut StreamSender, now: Instant, cum: u64, gaps: &[(u32, u32)], a_rwnd: u32) {
     let mut b = Vec::new();
     Chunk::Sack(Sack {
         path: 0,
         cum,
-        a_rwnd: 1 << 20,
+        a_rwnd,
         gaps: gaps.to_vec(),
         dups: Vec::new(),
     })
@@ -819,6 +823,73 @@ fn a_path_fails_on_its_first_rto_and_an_ack_of_its_data_revives_it() {
         &[(1, 4), (5, 6), (7, 8)],
     );
     assert!(!s.is_failed(0));
+}
+
+/// [`eight_out`] with split-TCP's handling of a shut window, or without it.
+fn eight_out_shut(zero_window: bool) -> StreamSender {
+    let mut s = StreamSender::new(
+        StreamConfig {
+            scheduler: StreamScheduler::RoundRobin,
+            zero_window_probe: zero_window,
+            opportunistic_retransmit: zero_window,
+            ..StreamConfig::default()
+        },
+        2,
+    );
+    s.write(&pattern(16 * 1200));
+    let mut buf = Vec::new();
+    for _ in 0..8 {
+        assert!(s.poll_transmit(Instant::ZERO, &mut buf).is_some());
+    }
+    s
+}
+
+#[test]
+fn a_probe_into_a_shut_window_does_not_fail_its_path() {
+    for zero_window in [false, true] {
+        let mut s = eight_out_shut(zero_window);
+        // Path 1's chunks arrived; the receiver's buffer is full and path 0's were dropped.
+        let odd = [(1, 2), (3, 4), (5, 6), (7, 8)];
+        sack_window(&mut s, Instant::from_millis(100), 0, &odd, 0);
+        s.handle_timeout(Instant::from_millis(1000));
+        assert_eq!(
+            s.is_failed(0),
+            !zero_window,
+            "zero_window_probe {zero_window}"
+        );
+        if zero_window {
+            // No cut and no expiry counted; the chunks go again, the first on path 1.
+            assert_eq!((s.cwnd(0), s.stats().timeouts), (4380, 0));
+            let mut buf = Vec::new();
+            assert_eq!(
+                s.poll_transmit(Instant::from_millis(1000), &mut buf),
+                Some(1)
+            );
+            assert!(matches!(Chunk::parse(&buf), Ok(Chunk::Data { tsn: 0, .. })));
+        }
+    }
+}
+
+#[test]
+fn a_shut_window_sends_the_chunk_that_holds_it_again_on_another_path() {
+    for reinject in [false, true] {
+        let mut s = eight_out_shut(reinject);
+        // TSN 0 (path 0) is late; path 1's arrived and filled the receiver's window.
+        let odd = [(1, 2), (3, 4), (5, 6), (7, 8)];
+        sack_window(&mut s, Instant::from_millis(100), 0, &odd, 0);
+        let mut buf = Vec::new();
+        let sent = s.poll_transmit(Instant::from_millis(100), &mut buf);
+        if !reinject {
+            assert_eq!(sent, None);
+            continue;
+        }
+        assert_eq!(sent, Some(1));
+        assert!(matches!(Chunk::parse(&buf), Ok(Chunk::Data { tsn: 0, .. })));
+        assert_eq!(s.stats().reinjections, 1);
+        // Once per TSN: TSN 0 is not sent a third time while the window stays shut.
+        sack_window(&mut s, Instant::from_millis(150), 0, &odd, 0);
+        assert_eq!(s.poll_transmit(Instant::from_millis(150), &mut buf), None);
+    }
 }
 
 #[test]

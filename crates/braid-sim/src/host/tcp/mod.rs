@@ -6,8 +6,8 @@
 //! - `send`: what to send (initial window 10 or the workload's, Nagle, no pacing), loss
 //!   detection (RACK with SACK, NewReno without), fast recovery with PRR, the tail loss
 //!   probe, the RTO with backoff, zero-window probes; `scoreboard` and `rack` its state.
-//! - `cubic`: slow start with HyStart's delay detection, then Cubic (RFC 9438, Reno-friendly
-//!   growth as Linux's).
+//! - congestion control: `braid_core::cubic`, slow start with HyStart's delay detection,
+//!   then Cubic (RFC 9438, Reno-friendly growth as Linux's).
 //! - `rtt`: SRTT, RTTVAR and Linux's RTO (SRTT plus a deviation of at least 200 ms).
 //! - `recv`: reassembly, SACK and D-SACK blocks, the window, quick and 40 ms delayed ACKs.
 //! - `stack`: a host's connections, passive opens, RSTs, ephemeral ports.
@@ -17,7 +17,6 @@
 //! files.
 
 mod conn;
-mod cubic;
 mod rack;
 mod recv;
 mod ring;

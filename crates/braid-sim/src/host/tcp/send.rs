@@ -39,10 +39,10 @@
 
 use std::time::Duration;
 
+use braid_core::cubic::Cubic;
 use braid_core::Instant;
 use serde::Serialize;
 
-use super::cubic::Cubic;
 use super::rack::{Rack, DUP_THRESH};
 use super::ring::Ring;
 use super::rtt::RttEstimator;
@@ -173,7 +173,7 @@ pub struct Sender {
     /// End of the last sub-MSS segment sent (Minshall's Nagle).
     small_end: Seq,
     board: Scoreboard,
-    cc: Cubic,
+    cc: Cubic<Seq>,
     rtt: RttEstimator,
     rack: Rack,
     tlp: Option<TlpEpisode>,

@@ -1,5 +1,6 @@
 //! Congestion control: slow start with HyStart, then Cubic (RFC 9438), in segments as
-//! Linux counts them.
+//! Linux counts them: the simulator's Linux-like TCP runs it, and the stream's paths
+//! take HyStart from it ([`crate::stream::SlowStart::HyStart`]).
 //!
 //! - Slow start (RFC 5681 §3.1): the window grows by the segments each ACK newly
 //!   delivers, up to `ssthresh`; what is left of the ACK goes to congestion avoidance.
@@ -24,9 +25,7 @@
 
 use std::time::Duration;
 
-use braid_core::Instant;
-
-use super::seq::Seq;
+use crate::Instant;
 
 const C: f64 = 0.4;
 const BETA: f64 = 0.7;
@@ -41,8 +40,10 @@ const HYSTART_DELAY_MAX: Duration = Duration::from_millis(16);
 /// Largest window, in segments: far beyond any buffer the hosts allow.
 const MAX_WINDOW: f64 = 1e6;
 
+/// Cubic over segments; `S` marks HyStart's rounds: a sequence number ordered as the
+/// caller's sequence space is (the simulator's wrapping TCP sequence, a stream path's).
 #[derive(Clone, Debug)]
-pub struct Cubic {
+pub struct Cubic<S> {
     /// The congestion window in segments; fractional growth accumulates here.
     cwnd: f64,
     ssthresh: f64,
@@ -55,21 +56,71 @@ pub struct Cubic {
     epoch: Option<Instant>,
     /// W_est of the Reno-friendly region.
     w_est: f64,
-    hystart: HyStart,
+    hystart: HyStart<S>,
 }
 
-#[derive(Clone, Debug, Default)]
-struct HyStart {
+/// HyStart's delay detection (see the module's notes): ends slow start once a round's
+/// minimum RTT stands clamp(min / 8, 4 ms, 16 ms) above the connection's minimum.
+#[derive(Clone, Copy, Debug)]
+pub struct HyStart<S> {
     /// The round ends when this sequence number is acknowledged.
-    round_end: Option<Seq>,
+    round_end: Option<S>,
     round_min: Option<Duration>,
     samples: u32,
     done: bool,
 }
 
-impl Cubic {
+impl<S> Default for HyStart<S> {
+    fn default() -> Self {
+        HyStart {
+            round_end: None,
+            round_min: None,
+            samples: 0,
+            done: false,
+        }
+    }
+}
+
+impl<S: PartialOrd + Copy> HyStart<S> {
+    /// One RTT sample in slow start at a window of `cwnd` segments: `ack` is what the
+    /// sample acknowledged, `snd_nxt` the next sequence number to send. True once, when
+    /// slow start should end.
+    pub fn on_rtt(
+        &mut self,
+        cwnd: f64,
+        ack: S,
+        snd_nxt: S,
+        rtt: Option<Duration>,
+        min_rtt: Duration,
+    ) -> bool {
+        if self.done {
+            return false;
+        }
+        if self.round_end.is_none_or(|end| ack > end) {
+            self.round_end = Some(snd_nxt);
+            self.round_min = None;
+            self.samples = 0;
+        }
+        let Some(rtt) = rtt else { return false };
+        if cwnd < HYSTART_LOW_WINDOW {
+            return false;
+        }
+        self.round_min = Some(self.round_min.map_or(rtt, |m| m.min(rtt)));
+        self.samples += 1;
+        if self.samples >= HYSTART_MIN_SAMPLES {
+            let threshold = (min_rtt / 8).clamp(HYSTART_DELAY_MIN, HYSTART_DELAY_MAX);
+            if self.round_min.is_some_and(|m| m > min_rtt + threshold) {
+                self.done = true;
+                return true;
+            }
+        }
+        false
+    }
+}
+
+impl<S: PartialOrd + Copy> Cubic<S> {
     /// A window of `initial` segments and no slow-start threshold.
-    pub fn new(initial: u32) -> Cubic {
+    pub fn new(initial: u32) -> Cubic<S> {
         Cubic {
             cwnd: f64::from(initial.max(1)),
             ssthresh: f64::INFINITY,
@@ -107,28 +158,12 @@ impl Cubic {
 
     /// HyStart's per-ACK bookkeeping, while in slow start: `ack` is the cumulative ACK,
     /// `snd_nxt` the next sequence number to send, `rtt` this ACK's sample.
-    pub fn on_rtt(&mut self, ack: Seq, snd_nxt: Seq, rtt: Option<Duration>, min_rtt: Duration) {
-        let h = &mut self.hystart;
-        if h.done || self.cwnd >= self.ssthresh {
+    pub fn on_rtt(&mut self, ack: S, snd_nxt: S, rtt: Option<Duration>, min_rtt: Duration) {
+        if self.cwnd >= self.ssthresh {
             return;
         }
-        if h.round_end.is_none_or(|end| ack > end) {
-            h.round_end = Some(snd_nxt);
-            h.round_min = None;
-            h.samples = 0;
-        }
-        let Some(rtt) = rtt else { return };
-        if self.cwnd < HYSTART_LOW_WINDOW {
-            return;
-        }
-        h.round_min = Some(h.round_min.map_or(rtt, |m| m.min(rtt)));
-        h.samples += 1;
-        if h.samples >= HYSTART_MIN_SAMPLES {
-            let threshold = (min_rtt / 8).clamp(HYSTART_DELAY_MIN, HYSTART_DELAY_MAX);
-            if h.round_min.is_some_and(|m| m > min_rtt + threshold) {
-                h.done = true;
-                self.ssthresh = self.cwnd.floor();
-            }
+        if self.hystart.on_rtt(self.cwnd, ack, snd_nxt, rtt, min_rtt) {
+            self.ssthresh = self.cwnd.floor();
         }
     }
 
@@ -204,6 +239,8 @@ mod tests {
 
     const RTT: Duration = Duration::from_millis(100);
 
+    type Cubic = super::Cubic<u64>;
+
     #[test]
     fn slow_start_doubles_per_round_and_stops_at_ssthresh() {
         let mut c = Cubic::new(10);
@@ -270,16 +307,16 @@ mod tests {
     fn hystart_leaves_slow_start_when_the_rtt_grows() {
         let mut c = Cubic::new(32);
         let min = RTT;
-        let mut ack = Seq(0);
+        let mut ack = 0u64;
         for _ in 0..20 {
-            ack = ack + 1000;
+            ack += 1000;
             c.on_rtt(ack, ack + 100_000, Some(min), min);
         }
         assert!(c.in_slow_start());
         // A new round with samples 20 ms above the minimum.
-        ack = ack + 200_000;
+        ack += 200_000;
         for _ in 0..8 {
-            ack = ack + 10;
+            ack += 10;
             c.on_rtt(
                 ack,
                 ack + 100_000,
