@@ -122,20 +122,22 @@ pub struct StreamConfig {
     /// path's failure (RFC 4960 §6.1: probes into a zero window are not errors): the
     /// chunks out on the path were most likely dropped by the full receive buffer, so
     /// they are marked for sending again and the timer backs off, with no window cut and
-    /// no failover. Off for the oSCTP figures (stock SCTP's stall in osctp-fig11 is the
-    /// paper's); split-TCP turns it on: a path dead from the start (trace-stream's
-    /// 5g-static+lte-walk) filled the buffer with the live path's chunks, whose probes
-    /// then timed out and failed the live path too, for 4 s.
+    /// no failover. Off by default (stock SCTP's stall in osctp-fig11 is the paper's, and
+    /// split-TCP keeps it off: see [`split::stream_config`]). With byte-counted slow
+    /// start, a path dead from the start (trace-stream's 5g-static+lte-walk) filled the
+    /// buffer with the live path's chunks, whose probes then timed out and failed the live
+    /// path too, for 4 s.
     pub zero_window_probe: bool,
     /// Opportunistic retransmission (MPTCP's, Raiciu et al., NSDI 2012, §4.2): while the
     /// peer's window is shut, the chunk that holds its cumulative TSN back is sent again on
     /// another path with room, once per TSN, rather than waiting for its path's loss
     /// detection. A deviation from that paper: its penalization (halving the slow path's
     /// window) is left out; on the recorded traces it cut paths that were only briefly
-    /// slow (trace-stream's 5g-static+lte-walk 0.868 without it, 0.515 with it). Off for
-    /// the oSCTP figures; split-TCP turns it on: a path that still delivers but at a
-    /// trickle (a 5G link at the edge of coverage) otherwise held the stream's whole
-    /// buffer for seconds (5g-static+lte-walk 0.673 -> 0.868 of the capacity).
+    /// slow (trace-stream's 5g-static+lte-walk 0.868 without it, 0.515 with it). Off by
+    /// default, split-TCP included ([`split::stream_config`]): with byte-counted slow
+    /// start, a path that still delivers but at a trickle (a 5G link at the edge of
+    /// coverage) held the stream's whole buffer for seconds without it (5g-static+lte-walk
+    /// 0.673 -> 0.868 of the capacity).
     pub opportunistic_retransmit: bool,
 }
 
