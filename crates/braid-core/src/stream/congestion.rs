@@ -90,16 +90,12 @@ pub enum SlowStart {
     /// RFC 4960 §7.2.1: by at most one MTU per SACK, until the first loss. oSCTP's.
     #[default]
     PerSack,
-    /// A deviation from oSCTP, selectable, not split-TCP's (the lab demo's 5 s download
-    /// fell from 1.117 to 0.457-0.674 of the links alone with it, where the simulator's
-    /// recorded sets rose: [`super::split::stream_config`]): by every byte
-    /// newly acknowledged (RFC 3465's byte counting with no limit per ack, as Linux
-    /// counts), and left once HyStart sees the path's RTT grow ([`crate::cubic::HyStart`],
-    /// Linux's delay detection), before the queue overflows. The receiver spaces SACKs
-    /// (one per path per 2 ms when several paths deliver), so each acknowledges about six
-    /// chunks on a fast path and one MTU per SACK grew a 45 Mbit/s path's window by a
-    /// twelfth per round trip instead of doubling it (trace-stream's mpw-7_1: the
-    /// cellular path took 6 s to fill).
+    /// A deviation from oSCTP, selectable: by every byte newly acknowledged (RFC 3465's
+    /// byte counting with no per-ack limit, as Linux counts), left once HyStart sees the
+    /// path's RTT grow ([`crate::cubic::HyStart`]). The receiver spaces SACKs, about six
+    /// chunks each on a fast path, so one MTU per SACK fills such a path slowly
+    /// (trace-stream's mpw-7_1). Not split-TCP's: the lab demo's short download fell with
+    /// it ([`super::split::stream_config`]).
     HyStart,
 }
 

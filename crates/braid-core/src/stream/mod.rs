@@ -118,26 +118,17 @@ pub struct StreamConfig {
     /// allowance fig11 gains (740 -> 440 ms) but trace-stream and fig7 lose
     /// (docs/benchmarks.md).
     pub delay_bound: Option<DelayBound>,
-    /// A T3-rtx expiry while the peer's latest SACK shut its window is not taken as the
-    /// path's failure (RFC 4960 §6.1: probes into a zero window are not errors): the
-    /// chunks out on the path were most likely dropped by the full receive buffer, so
-    /// they are marked for sending again and the timer backs off, with no window cut and
-    /// no failover. Off by default (stock SCTP's stall in osctp-fig11 is the paper's, and
-    /// split-TCP keeps it off: see [`split::stream_config`]). With byte-counted slow
-    /// start, a path dead from the start (trace-stream's 5g-static+lte-walk) filled the
-    /// buffer with the live path's chunks, whose probes then timed out and failed the live
-    /// path too, for 4 s.
+    /// A T3-rtx expiry while the peer's latest SACK shut its window is not the path's
+    /// failure (RFC 4960 §6.1: probes into a zero window are not errors): its chunks were
+    /// most likely dropped by the full receive buffer, so they go again with the timer
+    /// backed off, with no cut and no failover. Off by default, split-TCP included
+    /// ([`split::stream_config`] says why; docs/benchmarks.md has the measurements).
     pub zero_window_probe: bool,
     /// Opportunistic retransmission (MPTCP's, Raiciu et al., NSDI 2012, §4.2): while the
-    /// peer's window is shut, the chunk that holds its cumulative TSN back is sent again on
-    /// another path with room, once per TSN, rather than waiting for its path's loss
-    /// detection. A deviation from that paper: its penalization (halving the slow path's
-    /// window) is left out; on the recorded traces it cut paths that were only briefly
-    /// slow (trace-stream's 5g-static+lte-walk 0.868 without it, 0.515 with it). Off by
-    /// default, split-TCP included ([`split::stream_config`]): with byte-counted slow
-    /// start, a path that still delivers but at a trickle (a 5G link at the edge of
-    /// coverage) held the stream's whole buffer for seconds without it (5g-static+lte-walk
-    /// 0.673 -> 0.868 of the capacity).
+    /// peer's window is shut, the chunk holding its cumulative TSN back goes again on
+    /// another path with room, once per TSN. Without that paper's penalization of the
+    /// slow path, which cut paths only briefly slow (trace-stream). Off by default,
+    /// split-TCP included ([`split::stream_config`]).
     pub opportunistic_retransmit: bool,
 }
 

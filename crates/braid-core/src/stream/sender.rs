@@ -713,12 +713,7 @@ impl StreamSender {
                 // the timer backed off; no error, no cut, no failover.
                 path.t3 = None;
                 path.rto.back_off();
-                let tsns: Vec<u64> = path.outstanding.values().copied().collect();
-                for tsn in tsns {
-                    if let Some(s) = self.outstanding.get_mut(&tsn) {
-                        mark_lost(path, s, tsn, &mut self.retransmit);
-                    }
-                }
+                mark_all_lost(path, &mut self.outstanding, &mut self.retransmit);
                 continue;
             }
             // RFC 4960 §6.3.3: back off, one MTU of window, everything on the path is lost.
@@ -732,12 +727,7 @@ impl StreamSender {
             path.recover_psn = None;
             path.cut_undo = None;
             path.errors += 1;
-            let tsns: Vec<u64> = path.outstanding.values().copied().collect();
-            for tsn in tsns {
-                if let Some(s) = self.outstanding.get_mut(&tsn) {
-                    mark_lost(path, s, tsn, &mut self.retransmit);
-                }
-            }
+            mark_all_lost(path, &mut self.outstanding, &mut self.retransmit);
             let fail = match self.config.failover {
                 Failover::Osctp => true,
                 Failover::Stock { path_max_retrans } => path.errors > path_max_retrans,
@@ -756,4 +746,17 @@ fn mark_lost(path: &mut SenderPath, s: &mut Sent, tsn: u64, retransmit: &mut BTr
     path.flight -= s.payload.len() as u64;
     path.outstanding.remove(&s.psn);
     retransmit.insert(tsn);
+}
+
+/// Everything in flight on `path` is lost (a T3-rtx expiry).
+fn mark_all_lost(
+    path: &mut SenderPath,
+    outstanding: &mut BTreeMap<u64, Sent>,
+    retransmit: &mut BTreeSet<u64>,
+) {
+    for (_, tsn) in std::mem::take(&mut path.outstanding) {
+        if let Some(s) = outstanding.get_mut(&tsn) {
+            mark_lost(path, s, tsn, retransmit);
+        }
+    }
 }
