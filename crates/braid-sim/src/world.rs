@@ -399,7 +399,7 @@ impl World {
                     Some(Engines {
                         split: Some((g, _)),
                         ..
-                    }) if g.claims(&p) => g.ingress(now, p),
+                    }) if g.claims(&p) => g.ingress(now, p, checked),
                     // A refused packet (queue full, too large) is counted by the engine.
                     Some(e) => {
                         let _ = e.gateway.send_buffer(now, &mut p, checked);
@@ -414,7 +414,7 @@ impl World {
                     Some(Engines {
                         split: Some((_, sv)),
                         ..
-                    }) if sv.claims(&p) => sv.ingress(now, p),
+                    }) if sv.claims(&p) => sv.ingress(now, p, checked),
                     Some(e) => {
                         let _ = e.server.send_buffer(now, &mut p, checked);
                         self.internet.recycle(p);

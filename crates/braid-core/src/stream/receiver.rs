@@ -102,6 +102,9 @@ pub struct StreamReceiver {
     /// Next TSN expected.
     cum: u64,
     ahead: BTreeMap<u64, (Vec<u8>, bool)>,
+    /// The TSNs in `ahead` as ascending, disjoint, non-adjacent runs `[lo, hi)`: the gap
+    /// blocks, kept as chunks arrive so that a SACK does not walk the whole map.
+    runs: VecDeque<(u64, u64)>,
     ahead_bytes: usize,
     ready: VecDeque<u8>,
     fin_reached: bool,
@@ -133,6 +136,7 @@ impl StreamReceiver {
             config,
             cum: 0,
             ahead: BTreeMap::new(),
+            runs: VecDeque::new(),
             ahead_bytes: 0,
             ready: VecDeque::new(),
             fin_reached: false,
@@ -196,17 +200,23 @@ impl StreamReceiver {
         }
         let had_gaps = !self.ahead.is_empty();
         let in_order = tsn == self.cum;
-        self.ahead_bytes += payload.len() + HELD_OVERHEAD;
-        self.ahead.insert(tsn, (payload.to_vec(), fin));
-        while let Some((data, fin)) = self.ahead.remove(&self.cum) {
+        if in_order {
+            self.take_in_order(payload, fin);
+        } else {
+            self.ahead_bytes += payload.len() + HELD_OVERHEAD;
+            self.ahead.insert(tsn, (payload.to_vec(), fin));
+            self.add_to_runs(tsn);
+        }
+        while !self.fin_reached && self.runs.front().is_some_and(|r| r.0 == self.cum) {
+            let Some((data, fin)) = self.ahead.remove(&self.cum) else {
+                break;
+            };
             self.ahead_bytes -= data.len() + HELD_OVERHEAD;
-            self.ready.extend(data);
-            self.cum += 1;
-            if fin {
-                self.fin_reached = true;
-                self.ahead.clear();
-                self.ahead_bytes = 0;
+            self.runs[0].0 += 1;
+            if self.runs[0].0 == self.runs[0].1 {
+                self.runs.pop_front();
             }
+            self.take_in_order(&data, fin);
         }
         if !in_order || had_gaps || !self.ahead.is_empty() || self.fin_reached {
             self.sack_now = true;
@@ -217,6 +227,35 @@ impl StreamReceiver {
             } else if self.ack_deadline.is_none() {
                 self.ack_deadline = Some(now + self.config.ack_delay);
             }
+        }
+    }
+
+    /// The chunk at the cumulative TSN joins the bytes ready to read.
+    fn take_in_order(&mut self, payload: &[u8], fin: bool) {
+        self.ready.extend(payload);
+        self.cum += 1;
+        if fin {
+            self.fin_reached = true;
+            self.ahead.clear();
+            self.runs.clear();
+            self.ahead_bytes = 0;
+        }
+    }
+
+    /// `tsn`, new in `ahead`, joins its run, merging the runs either side.
+    fn add_to_runs(&mut self, tsn: u64) {
+        let i = self.runs.partition_point(|r| r.1 < tsn);
+        let joins_left = i < self.runs.len() && self.runs[i].1 == tsn;
+        let next = if joins_left { i + 1 } else { i };
+        let joins_right = next < self.runs.len() && self.runs[next].0 == tsn + 1;
+        match (joins_left, joins_right) {
+            (true, true) => {
+                self.runs[i].1 = self.runs[next].1;
+                self.runs.remove(next);
+            }
+            (true, false) => self.runs[i].1 = tsn + 1,
+            (false, true) => self.runs[next].0 = tsn,
+            (false, false) => self.runs.insert(i, (tsn, tsn + 1)),
         }
     }
 
@@ -329,14 +368,10 @@ impl StreamReceiver {
     /// delivered (we never renege), so the lower blocks were reported when they arrived,
     /// and SD-FRT needs to hear of each arrival, a retransmission filling a low hole too.
     fn sack(&self, path: PathId) -> Sack {
-        let mut all: Vec<(u32, u32)> = Vec::new();
-        for &tsn in self.ahead.keys() {
-            let off = (tsn - self.cum).min(u32::MAX as u64 - 1) as u32;
-            match all.last_mut() {
-                Some(last) if last.1 == off => last.1 += 1,
-                _ => all.push((off, off + 1)),
-            }
-        }
+        let off = |tsn: u64| (tsn - self.cum).min(u32::MAX as u64) as u32;
+        let mut all: Vec<(u32, u32)> = (self.runs.iter())
+            .map(|&(lo, hi)| (off(lo), off(hi)))
+            .collect();
         let room = (MAX_GAPS - self.dups.len()).min(self.config.gap_blocks.max(1));
         let mut gaps = all.split_off(all.len().saturating_sub(room));
         if let Some(latest) = self.latest_tsn.checked_sub(self.cum) {

@@ -10,6 +10,7 @@ use super::path::{CutUndo, Failover, SenderPath};
 use super::rack::{Delivered, DUP_THRESH};
 use super::sched::{Candidate, Picker};
 use super::{FastRetransmit, StreamConfig, WindowAdvance};
+use crate::time::earliest;
 use crate::{Instant, PathId};
 
 /// Three: RFC 4960 §7.2.4's (and oSCTP's) miss indications before a fast retransmit.
@@ -164,6 +165,10 @@ impl StreamSender {
     /// paths went unused.
     pub fn set_waiting_beyond(&mut self, bytes: usize) {
         self.waiting_beyond = bytes;
+    }
+
+    pub fn waiting_beyond(&self) -> usize {
+        self.waiting_beyond
     }
 
     /// Bytes written and not yet sent once.
@@ -673,11 +678,9 @@ impl StreamSender {
 
     /// The earliest T3-rtx expiry, heartbeat or RACK reordering timer.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.paths
-            .iter()
-            .flat_map(|p| [p.t3, p.failed, p.rack.timer])
-            .flatten()
-            .min()
+        self.paths.iter().fold(None, |at, p| {
+            earliest(earliest(at, p.t3), earliest(p.failed, p.rack.timer))
+        })
     }
 
     /// Runs the timers due at `now`; harmless when early.

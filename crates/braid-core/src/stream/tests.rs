@@ -271,6 +271,43 @@ proptest! {
         }
     }
 
+    /// The receiver's gap blocks, kept run by run as chunks arrive, are the runs of the
+    /// TSNs held beyond the cumulative one, for any order of arrival and repeats.
+    #[test]
+    fn gap_blocks_are_the_runs_of_the_held_tsns(
+        tsns in proptest::collection::vec(0u64..60, 1..120),
+    ) {
+        let mut r = StreamReceiver::new(ReceiverConfig::default());
+        let mut seen = std::collections::BTreeSet::new();
+        let mut out = Vec::new();
+        for (k, &tsn) in tsns.iter().enumerate() {
+            let now = Instant::from_micros(k as u64 * 100);
+            out.clear();
+            Chunk::Data { path: 0, tsn, fin: false, payload: &[7; 10] }.emit(&mut out);
+            let datagram = out.clone();
+            r.handle_datagram(now, 0, &datagram);
+            seen.insert(tsn);
+            let cum = (0..).find(|t| !seen.contains(t)).unwrap_or(0);
+            let mut runs: Vec<(u32, u32)> = Vec::new();
+            for &t in seen.range(cum..) {
+                let off = (t - cum) as u32;
+                match runs.last_mut() {
+                    Some(last) if last.1 == off => last.1 += 1,
+                    _ => runs.push((off, off + 1)),
+                }
+            }
+            let mut sack = None;
+            while r.poll_transmit(Instant::from_millis(1_000_000), &mut out).is_some() {
+                if let Ok(Chunk::Sack(s)) = Chunk::parse(&out) {
+                    sack = Some(s);
+                }
+            }
+            let s = sack.expect("every arrival here is acknowledged by the ack delay");
+            prop_assert_eq!(s.cum, cum);
+            prop_assert_eq!(s.gaps, runs);
+        }
+    }
+
     /// Every byte once and in order under any loss, duplication and reordering.
     #[test]
     fn delivers_every_byte_once_in_order(

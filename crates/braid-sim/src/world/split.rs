@@ -17,13 +17,14 @@
 //! receiver counts them into its tunnel session's capacity estimates, as the daemons do
 //! (`Session::note_foreign_arrivals`).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 
 use braid_core::class::{ClassConfig, Transport};
 use braid_core::stream::frame::{Frame, MAX_DATA};
 use braid_core::stream::split::{receiver_config, stream_config, unsent_limit, STREAM_BUFFER};
 use braid_core::stream::{StreamReceiver, StreamSender};
+use braid_core::time::earliest;
 use braid_core::{Instant, PathId};
 
 use crate::host::packets::Packets;
@@ -64,7 +65,11 @@ pub enum End {
 /// One relayed connection.
 #[derive(Debug)]
 struct Relay {
+    /// The connection's number on the stream.
+    conn: u32,
     id: ConnId,
+    /// Dropped during this `relay` pass; removed at its end.
+    gone: bool,
     /// The far end's bytes not yet taken by the socket.
     to_tcp: VecDeque<u8>,
     fin_received: bool,
@@ -93,15 +98,17 @@ pub struct SplitEnd {
     rx: StreamReceiver,
     inbuf: Vec<u8>,
     frame: Vec<u8>,
-    relays: BTreeMap<u32, Relay>,
+    relays: Relays,
     next_conn: u32,
     /// The connection whose bytes went onto the stream last.
     last_read: u32,
-    ids: Vec<u32>,
     read_buf: Vec<u8>,
     /// The stream's bytes on their way into `inbuf`.
     frame_buf: Vec<u8>,
     emit_buf: Vec<u8>,
+    /// The instant of the latest `relay`, if it changed nothing and nothing reached this
+    /// end since: `relay` would change nothing again ([`SplitEnd::relay`]).
+    quiet: Option<Instant>,
     stats: SplitStats,
 }
 
@@ -133,13 +140,13 @@ impl SplitEnd {
             rx: StreamReceiver::new(receiver_config()),
             inbuf: Vec::new(),
             frame: Vec::with_capacity(MAX_DATA + 16),
-            relays: BTreeMap::new(),
+            relays: Relays::default(),
             next_conn: 1,
             last_read: 0,
-            ids: Vec::new(),
             read_buf: Vec::new(),
             frame_buf: Vec::new(),
             emit_buf: Vec::with_capacity(MAX_DATA + 16),
+            quiet: None,
             stats: SplitStats::default(),
         })
     }
@@ -171,18 +178,24 @@ impl SplitEnd {
         }
     }
 
-    /// A claimed packet from the LAN host.
-    pub fn ingress(&mut self, now: Instant, packet: Packet) {
-        let accepted = self
-            .stack
-            .ingress(now, packet, &mut self.out, &mut |_, _| Some(buffers()));
+    /// A claimed packet from the LAN host, with whether its checksums hold as written
+    /// (the LAN hop is ideal: then they need no verifying).
+    pub fn ingress(&mut self, now: Instant, packet: Packet, checksums_verified: bool) {
+        self.quiet = None;
+        let accepted = self.stack.ingress_checked(
+            now,
+            packet,
+            checksums_verified,
+            &mut self.out,
+            &mut |_, _| Some(buffers()),
+        );
         if let (End::Gateway, Some((id, port, _))) = (self.end, accepted) {
             let conn = self.next_conn;
             self.next_conn += 1;
             let to = SocketAddr::from((INTERNET_ADDR, port));
             if self.emit(&Frame::Open { conn, to }) {
                 self.stats.opened += 1;
-                self.relays.insert(conn, relay(id));
+                self.relays.insert(relay(conn, id));
             } else {
                 self.stack.discard(id);
             }
@@ -196,6 +209,7 @@ impl SplitEnd {
 
     /// A stream datagram (after [`TAG`]) that arrived on `path`.
     pub fn handle_chunk(&mut self, now: Instant, path: PathId, chunk: &[u8]) {
+        self.quiet = None;
         match chunk.first() {
             Some(1 | 3) => self.rx.handle_datagram(now, path, chunk),
             Some(2 | 4) => self.tx.handle_datagram(now, path, chunk),
@@ -209,6 +223,7 @@ impl SplitEnd {
             .rx
             .poll_transmit(now, &mut self.frame)
             .or_else(|| self.tx.poll_transmit(now, &mut self.frame))?;
+        self.quiet = None;
         out.clear();
         out.push(TAG);
         out.extend_from_slice(&self.frame);
@@ -216,75 +231,85 @@ impl SplitEnd {
     }
 
     pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
-        [
-            self.tx.poll_timeout(),
-            self.rx.poll_timeout(),
-            self.stack.poll_at(now),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        let stream = earliest(self.tx.poll_timeout(), self.rx.poll_timeout());
+        earliest(stream, self.stack.poll_at(now))
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.quiet = None;
         self.tx.handle_timeout(now);
         self.rx.handle_timeout(now);
         self.stack.egress(now, &mut self.out);
     }
 
     /// Moves bytes between the stream and the connections; true if anything moved.
+    ///
+    /// The simulation calls it at every round of moving packets at an instant; a call
+    /// that changed nothing (no bytes read or written, no frame, no close, no timer or
+    /// transmission in the stack) is not repeated at that instant until something reaches
+    /// this end, since it would change nothing again.
     pub fn relay(&mut self, now: Instant) -> bool {
+        if self.quiet == Some(now) {
+            return false;
+        }
         let before = (self.stats, self.tx.buffered(), self.relays.len());
-        self.read_frames();
-        // Reused buffers: `relay` runs at every step of the simulation.
-        let mut ids = std::mem::take(&mut self.ids);
-        ids.clear();
-        ids.extend(self.relays.keys().copied());
+        let waiting_before = self.tx.waiting_beyond();
+        let mut changed = self.read_frames();
+        // Reused buffer: `relay` runs at every step of the simulation. The relays are
+        // visited by index; one dropped during the pass is marked and removed at its end.
         let mut buf = std::mem::take(&mut self.read_buf);
         buf.resize(MAX_DATA, 0);
-        for &conn in &ids {
-            self.write_tcp(now, conn);
+        let n = self.relays.len();
+        for i in 0..n {
+            changed |= self.write_tcp(now, i);
         }
         // One frame per connection in turn, while the stream's unsent bytes are few; the
         // turn goes on where it stopped, so that a download does not take every opening.
-        let start = ids.partition_point(|&c| c <= self.last_read);
+        let start = self.relays.0.partition_point(|r| r.conn <= self.last_read);
         let mut idle = 0;
-        for &conn in ids[start..].iter().chain(&ids[..start]).cycle() {
-            if self.tx.unsent() >= unsent_limit(&self.tx) || idle == ids.len() {
+        for i in (start..n).chain(0..start).cycle() {
+            if self.tx.unsent() >= unsent_limit(&self.tx) || idle == n {
                 break;
             }
-            if self.read_tcp(conn, &mut buf) {
-                self.last_read = conn;
+            if self.read_tcp(i, &mut buf) {
+                self.last_read = self.relays.0[i].conn;
                 idle = 0;
             } else {
                 idle += 1;
             }
         }
-        let waiting: usize = (self.relays.values())
+        let waiting: usize = (self.relays.0.iter())
+            .filter(|r| !r.gone)
             .filter_map(|r| self.stack.conn_ref(r.id).map(|c| c.readable()))
             .sum();
         self.tx.set_waiting_beyond(waiting);
-        for &conn in &ids {
-            self.finish(conn);
+        for i in 0..n {
+            self.finish(i);
         }
-        self.ids = ids;
+        self.relays.0.retain(|r| !r.gone);
         self.read_buf = buf;
-        self.stack.egress(now, &mut self.out);
-        self.stack.reap(now);
-        before != (self.stats, self.tx.buffered(), self.relays.len())
+        changed |= self.stack.egress(now, &mut self.out);
+        changed |= self.stack.reap(now);
+        let moved = before != (self.stats, self.tx.buffered(), self.relays.len());
+        changed |= moved || waiting != waiting_before;
+        self.quiet = (!changed).then_some(now);
+        moved
     }
 
-    /// The far end's bytes into the socket, and its FIN once they are written; the relay
-    /// is dropped when the connection is gone.
-    fn write_tcp(&mut self, now: Instant, conn: u32) {
-        let Some(r) = self.relays.get_mut(&conn) else {
-            return;
-        };
+    /// The far end's bytes into relay `i`'s socket, and its FIN once they are written; the
+    /// relay is dropped when the connection is gone. True if it closed the socket (what
+    /// else it does shows in the counts).
+    fn write_tcp(&mut self, now: Instant, i: usize) -> bool {
+        let r = &mut self.relays.0[i];
+        if r.gone {
+            return false;
+        }
         let Some(c) = self.stack.conn(r.id) else {
             // Gone (reset by its host): the far end resets its side.
-            self.relays.remove(&conn);
+            r.gone = true;
+            let conn = r.conn;
             self.emit(&Frame::Reset { conn });
-            return;
+            return true;
         };
         while !r.to_tcp.is_empty() {
             let (a, _) = r.to_tcp.as_slices();
@@ -298,15 +323,19 @@ impl SplitEnd {
         if r.to_tcp.is_empty() && r.fin_received && !r.closed {
             r.closed = true;
             self.stack.linger(now, r.id);
+            return true;
         }
+        false
     }
 
-    /// One frame of the socket's bytes onto the stream; true if one went.
-    fn read_tcp(&mut self, conn: u32, buf: &mut [u8]) -> bool {
-        let Some(id) = self.relays.get(&conn).map(|r| r.id) else {
+    /// One frame of relay `i`'s socket bytes onto the stream; true if one went.
+    fn read_tcp(&mut self, i: usize, buf: &mut [u8]) -> bool {
+        let r = &self.relays.0[i];
+        if r.gone {
             return false;
-        };
-        let Some(c) = self.stack.conn(id) else {
+        }
+        let conn = r.conn;
+        let Some(c) = self.stack.conn(r.id) else {
             return false;
         };
         let room = STREAM_BUFFER.saturating_sub(self.tx.buffered());
@@ -324,21 +353,23 @@ impl SplitEnd {
         })
     }
 
-    /// FIN once the host finished sending and everything it sent is on the stream; the
-    /// relay is dropped once the connection is over both ways.
-    fn finish(&mut self, conn: u32) {
-        let Some(&Relay {
+    /// FIN once relay `i`'s host finished sending and everything it sent is on the
+    /// stream; the relay is dropped once the connection is over both ways.
+    fn finish(&mut self, i: usize) {
+        let Relay {
+            conn,
             id,
             fin_sent,
             closed,
+            gone,
             ..
-        }) = self.relays.get(&conn)
-        else {
+        } = self.relays.0[i];
+        if gone {
             return;
-        };
+        }
         if fin_sent {
             if closed {
-                self.relays.remove(&conn);
+                self.relays.0[i].gone = true;
             }
             return;
         }
@@ -355,26 +386,32 @@ impl SplitEnd {
         });
         if eof && self.emit(&Frame::Fin { conn }) {
             if closed {
-                self.relays.remove(&conn);
-            } else if let Some(r) = self.relays.get_mut(&conn) {
-                r.fin_sent = true;
+                self.relays.0[i].gone = true;
+            } else {
+                self.relays.0[i].fin_sent = true;
             }
         }
     }
 
     /// The stream's bytes, framed: OPEN connects (server), DATA waits for its socket, FIN
-    /// closes it once written, RESET drops it.
-    fn read_frames(&mut self) {
+    /// closes it once written, RESET drops it. True if any bytes came off the stream.
+    fn read_frames(&mut self) -> bool {
         let mut buf = std::mem::take(&mut self.frame_buf);
         buf.resize(16 * 1024, 0);
+        let mut read = false;
         loop {
             let n = self.rx.read(&mut buf);
             if n == 0 {
                 break;
             }
+            read = true;
             self.inbuf.extend_from_slice(&buf[..n]);
         }
         self.frame_buf = buf;
+        if !read {
+            // Every whole frame in `inbuf` was taken when its last byte came.
+            return false;
+        }
         let mut at = 0;
         let mut opens = Vec::new();
         loop {
@@ -414,13 +451,14 @@ impl SplitEnd {
             for (conn, port) in opens.drain(..) {
                 if let Some(id) = self.stack.connect(INTERNET_ADDR, port, buffers()) {
                     self.stats.opened += 1;
-                    self.relays.insert(conn, relay(id));
+                    self.relays.insert(relay(conn, id));
                 } else {
                     self.emit(&Frame::Reset { conn });
                 }
             }
         }
         self.inbuf.drain(..at);
+        true
     }
 
     /// Writes one frame onto the stream if it fits whole.
@@ -434,12 +472,45 @@ impl SplitEnd {
     }
 }
 
-fn relay(id: ConnId) -> Relay {
+fn relay(conn: u32, id: ConnId) -> Relay {
     Relay {
+        conn,
         id,
+        gone: false,
         to_tcp: VecDeque::new(),
         fin_received: false,
         fin_sent: false,
         closed: false,
+    }
+}
+
+/// The relayed connections in the order of their stream connection numbers: a sorted
+/// `Vec`, as `relay` visits each one several times at every step of the simulation and a
+/// handful are open at once.
+#[derive(Debug, Default)]
+struct Relays(Vec<Relay>);
+
+impl Relays {
+    fn find(&self, conn: u32) -> Result<usize, usize> {
+        self.0.binary_search_by_key(&conn, |r| r.conn)
+    }
+
+    fn get_mut(&mut self, conn: &u32) -> Option<&mut Relay> {
+        self.find(*conn).ok().map(|i| &mut self.0[i])
+    }
+
+    fn insert(&mut self, relay: Relay) {
+        match self.find(relay.conn) {
+            Ok(i) => self.0[i] = relay,
+            Err(i) => self.0.insert(i, relay),
+        }
+    }
+
+    fn remove(&mut self, conn: &u32) -> Option<Relay> {
+        self.find(*conn).ok().map(|i| self.0.remove(i))
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
     }
 }

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use braid_core::time::earliest;
 use braid_core::Instant;
 
 use super::conn::{Config, Conn, State};
@@ -268,7 +269,11 @@ impl Stack {
     /// application opens after closing (PluriBus §6.5.1's "a new flow starts when one
     /// terminated"); slot order would otherwise put a new connection in a reused lower
     /// slot ahead of it.
-    pub fn egress(&mut self, now: Instant, out: &mut Packets) {
+    ///
+    /// Returns whether it did anything (fired a timer, or let a connection transmit):
+    /// if not, a second call at the same `now` with nothing received between does nothing.
+    pub fn egress(&mut self, now: Instant, out: &mut Packets) -> bool {
+        let mut active = !self.closed_now.is_empty();
         let mut closed = std::mem::take(&mut self.closed_now);
         for id in closed.drain(..) {
             if let Some(conn) = self.conn(id) {
@@ -279,28 +284,30 @@ impl Stack {
         for slot in &mut self.slots {
             if let Some(conn) = slot.conn.as_mut() {
                 if conn.deadline().is_some_and(|t| t <= now) {
+                    active = true;
                     conn.on_timeout(now);
                 }
                 if conn.needs_transmit(now) {
+                    active = true;
                     conn.transmit(now, out);
                 }
             }
         }
+        active
     }
 
     /// When the stack next needs [`Stack::egress`].
     pub fn poll_at(&self, now: Instant) -> Option<Instant> {
-        self.slots
-            .iter()
-            .filter_map(|s| s.conn.as_ref())
-            .filter_map(|c| {
-                if c.wants_transmit(now) {
-                    Some(now)
-                } else {
-                    c.deadline()
-                }
-            })
-            .min()
+        let mut at = None;
+        for c in self.slots.iter().filter_map(|s| s.conn.as_ref()) {
+            let due = if c.wants_transmit(now) {
+                Some(now)
+            } else {
+                c.deadline()
+            };
+            at = earliest(at, due);
+        }
+        at
     }
 
     /// Closes a connection whose flow is over; it is removed once closed (or in
@@ -339,8 +346,9 @@ impl Stack {
     }
 
     /// Removes lingering connections that have closed or reached TIME-WAIT, or outstayed
-    /// the deadline with nothing left to send.
-    pub fn reap(&mut self, now: Instant) {
+    /// the deadline with nothing left to send; returns whether it removed any.
+    pub fn reap(&mut self, now: Instant) -> bool {
+        let before = self.lingering.len();
         let mut i = 0;
         while i < self.lingering.len() {
             let (id, deadline) = (self.lingering[i].id, self.lingering[i].deadline);
@@ -358,6 +366,7 @@ impl Stack {
                 i += 1;
             }
         }
+        self.lingering.len() != before
     }
 
     pub fn lingering(&self) -> usize {
