@@ -95,6 +95,26 @@ pub struct StreamSender {
     window_shut: bool,
     /// The latest TSN [`StreamSender::reinject_blocking`] marked.
     reinjected: Option<u64>,
+    /// The latest SACK's gap blocks as TSN ranges, clipped to the TSNs sent: every TSN
+    /// in them left `outstanding` then, and none can return, so a block within one of
+    /// them acknowledges nothing new and is not looked up again.
+    acked_blocks: Vec<(u64, u64)>,
+    /// `on_sack`'s working space, kept between SACKs.
+    scratch: SackScratch,
+}
+
+/// Per-SACK working space of [`StreamSender::on_sack`], per path where indexed.
+#[derive(Debug, Default)]
+struct SackScratch {
+    acked: Vec<u64>,
+    blocks: Vec<(u64, u64)>,
+    flight_before: Vec<u64>,
+    lowest_before: Vec<Option<u64>>,
+    bytes: Vec<u64>,
+    acked_psns: Vec<Vec<u64>>,
+    lowest_acked: Vec<bool>,
+    delivered: Vec<Vec<Delivered>>,
+    spurious: Vec<(usize, Option<u64>)>,
 }
 
 impl StreamSender {
@@ -120,6 +140,8 @@ impl StreamSender {
             candidates: Vec::with_capacity(paths),
             window_shut: false,
             reinjected: None,
+            acked_blocks: Vec::new(),
+            scratch: SackScratch::default(),
             stats: SenderStats {
                 chunks_sent: vec![0; paths],
                 ..SenderStats::default()
@@ -348,25 +370,49 @@ impl StreamSender {
         }
         let n = self.paths.len();
         let fast_revival = self.fast_revival();
-        let flight_before: Vec<u64> = self.paths.iter().map(|p| p.flight).collect();
-        let lowest_before: Vec<Option<u64>> = self
-            .paths
-            .iter()
-            .map(|p| p.outstanding.keys().next().copied())
-            .collect();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let SackScratch {
+            acked,
+            blocks,
+            flight_before,
+            lowest_before,
+            bytes,
+            acked_psns,
+            lowest_acked,
+            delivered,
+            spurious,
+        } = &mut scratch;
+        flight_before.clear();
+        flight_before.extend(self.paths.iter().map(|p| p.flight));
+        lowest_before.clear();
+        lowest_before.extend(
+            self.paths
+                .iter()
+                .map(|p| p.outstanding.keys().next().copied()),
+        );
         // Newly acknowledged chunks: below the new cumulative TSN, then in the gap blocks.
-        let mut acked: Vec<u64> = self
-            .outstanding
-            .range(..sack.cum)
-            .map(|(&t, _)| t)
-            .collect();
+        acked.clear();
+        acked.extend(self.outstanding.range(..sack.cum).map(|(&t, _)| t));
+        blocks.clear();
+        // Both lists ascend (a SACK's blocks do), so one pass finds the block that may
+        // hold each; a block out of order is merely looked up.
+        let mut j = 0;
         for &(start, end) in &sack.gaps {
             let lo = sack.cum + start as u64;
             let hi = (sack.cum + end as u64).min(self.next_tsn);
-            if lo < hi {
+            if lo >= hi {
+                continue;
+            }
+            blocks.push((lo, hi));
+            while j < self.acked_blocks.len() && self.acked_blocks[j].1 < hi {
+                j += 1;
+            }
+            let seen = (self.acked_blocks.get(j)).is_some_and(|&(a, _)| a <= lo);
+            if !seen {
                 acked.extend(self.outstanding.range(lo..hi).map(|(&t, _)| t));
             }
         }
+        std::mem::swap(&mut self.acked_blocks, blocks);
         if self.config.fast_retransmit == FastRetransmit::Rack {
             for tsn in &sack.dups {
                 if let Some((p, episode)) = self.resent.remove(tsn) {
@@ -376,12 +422,16 @@ impl StreamSender {
         }
         let cum_advanced = sack.cum > self.cum;
         self.cum = self.cum.max(sack.cum);
-        let mut bytes = vec![0u64; n];
-        let mut acked_psns: Vec<Vec<u64>> = vec![Vec::new(); n];
-        let mut lowest_acked = vec![false; n];
-        let mut delivered: Vec<Vec<Delivered>> = vec![Vec::new(); n];
-        let mut spurious = Vec::new();
-        for tsn in acked {
+        bytes.clear();
+        bytes.resize(n, 0);
+        acked_psns.resize_with(n, Vec::new);
+        acked_psns.iter_mut().for_each(Vec::clear);
+        lowest_acked.clear();
+        lowest_acked.resize(n, false);
+        delivered.resize_with(n, Vec::new);
+        delivered.iter_mut().for_each(Vec::clear);
+        spurious.clear();
+        for &tsn in acked.iter() {
             let Some(s) = self.outstanding.remove(&tsn) else {
                 continue;
             };
@@ -437,7 +487,7 @@ impl StreamSender {
                 );
             }
         }
-        for (p, episode) in spurious {
+        for &(p, episode) in spurious.iter() {
             self.on_spurious(p, episode);
         }
         let flight: u64 = self.paths.iter().map(|p| p.flight).sum();
@@ -502,10 +552,10 @@ impl StreamSender {
                     }
                 }
             }
-            FastRetransmit::SackDriven => lost = self.count_misses(&mut acked_psns),
+            FastRetransmit::SackDriven => lost = self.count_misses(acked_psns),
             FastRetransmit::Rack => {
                 // The count still tells a path that never reordered when to stop waiting.
-                self.count_misses(&mut acked_psns);
+                self.count_misses(acked_psns);
                 for (p, d) in delivered.iter().enumerate() {
                     if !d.is_empty() {
                         let min_rtt = self.paths[p].min_rtt;
@@ -518,6 +568,7 @@ impl StreamSender {
         for (i, tsn) in lost.into_iter().enumerate() {
             self.fast_retransmit(tsn, i == 0);
         }
+        self.scratch = scratch;
     }
 
     /// SD-FRT's count (oSCTP §IV-C1): each chunk outstanding on a path gains a miss per
