@@ -16,6 +16,7 @@
 
 use std::time::Duration;
 
+use braid_core::time::earliest;
 use braid_core::{Instant, PathConfig, Role, Session, SessionStats};
 use serde::Serialize;
 
@@ -203,17 +204,9 @@ struct Timeouts {
 impl Timeouts {
     /// The earliest of them all.
     fn next(&self) -> Option<Instant> {
-        [
-            self.client,
-            self.internet,
-            self.gateway,
-            self.server,
-            self.split,
-            self.links,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        let hosts = earliest(self.client, self.internet);
+        let engines = earliest(self.gateway, self.server);
+        earliest(earliest(hosts, engines), earliest(self.split, self.links))
     }
 }
 
@@ -556,22 +549,16 @@ impl World {
         };
         let split = (self.engines.as_ref())
             .and_then(|e| e.split.as_ref())
-            .and_then(|(g, sv)| {
-                [g.poll_timeout(self.now), sv.poll_timeout(self.now)]
-                    .into_iter()
-                    .flatten()
-                    .min()
-            });
+            .and_then(|(g, sv)| earliest(g.poll_timeout(self.now), sv.poll_timeout(self.now)));
         Timeouts {
             split,
             client: self.client.poll_timeout(),
             internet: self.internet.poll_timeout(),
             gateway,
             server,
-            links: (self.paths.iter())
-                .flat_map(|p| [p.up.poll_timeout(), p.down.poll_timeout()])
-                .flatten()
-                .min(),
+            links: (self.paths.iter()).fold(None, |at, p| {
+                earliest(at, earliest(p.up.poll_timeout(), p.down.poll_timeout()))
+            }),
         }
     }
 

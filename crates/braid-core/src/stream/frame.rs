@@ -71,16 +71,7 @@ impl Frame<'_> {
 
     /// Appends the frame to `out`. A DATA payload must be at most [`MAX_DATA`].
     pub fn emit(&self, out: &mut Vec<u8>) {
-        let (kind, conn) = match self {
-            Frame::Open { conn, .. } => (OPEN, conn),
-            Frame::Data { conn, .. } => (DATA, conn),
-            Frame::Fin { conn } => (FIN, conn),
-            Frame::Reset { conn } => (RESET, conn),
-            Frame::Credit { conn, .. } => (CREDIT, conn),
-        };
-        out.push(kind);
-        out.extend_from_slice(&conn.to_be_bytes());
-        out.extend_from_slice(&((self.wire_len() - HEADER) as u16).to_be_bytes());
+        self.emit_header(out);
         match self {
             Frame::Open { to, .. } => {
                 match to.ip() {
@@ -93,6 +84,21 @@ impl Frame<'_> {
             Frame::Credit { bytes, .. } => out.extend_from_slice(&bytes.to_be_bytes()),
             Frame::Fin { .. } | Frame::Reset { .. } => {}
         }
+    }
+
+    /// Appends the frame's [`HEADER`] bytes alone, for a writer that sends a DATA
+    /// payload from where it lies.
+    pub fn emit_header(&self, out: &mut Vec<u8>) {
+        let (kind, conn) = match self {
+            Frame::Open { conn, .. } => (OPEN, conn),
+            Frame::Data { conn, .. } => (DATA, conn),
+            Frame::Fin { conn } => (FIN, conn),
+            Frame::Reset { conn } => (RESET, conn),
+            Frame::Credit { conn, .. } => (CREDIT, conn),
+        };
+        out.push(kind);
+        out.extend_from_slice(&conn.to_be_bytes());
+        out.extend_from_slice(&((self.wire_len() - HEADER) as u16).to_be_bytes());
     }
 
     /// The frame at the start of `b` and its length; `Ok(None)` when `b` holds only part.

@@ -267,6 +267,11 @@ impl StreamReceiver {
         self.config.buffer.saturating_sub(self.used())
     }
 
+    /// In-order bytes ready to read.
+    pub fn readable(&self) -> usize {
+        self.ready.len()
+    }
+
     /// Reads in-order bytes; returns how many were copied.
     pub fn read(&mut self, buf: &mut [u8]) -> usize {
         let n = buf.len().min(self.ready.len());

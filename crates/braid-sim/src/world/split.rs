@@ -103,8 +103,6 @@ pub struct SplitEnd {
     /// The connection whose bytes went onto the stream last.
     last_read: u32,
     read_buf: Vec<u8>,
-    /// The stream's bytes on their way into `inbuf`.
-    frame_buf: Vec<u8>,
     emit_buf: Vec<u8>,
     /// The instant of the latest `relay`, if it changed nothing and nothing reached this
     /// end since: `relay` would change nothing again ([`SplitEnd::relay`]).
@@ -144,7 +142,6 @@ impl SplitEnd {
             next_conn: 1,
             last_read: 0,
             read_buf: Vec::new(),
-            frame_buf: Vec::new(),
             emit_buf: Vec::with_capacity(MAX_DATA + 16),
             quiet: None,
             stats: SplitStats::default(),
@@ -396,19 +393,13 @@ impl SplitEnd {
     /// The stream's bytes, framed: OPEN connects (server), DATA waits for its socket, FIN
     /// closes it once written, RESET drops it. True if any bytes came off the stream.
     fn read_frames(&mut self) -> bool {
-        let mut buf = std::mem::take(&mut self.frame_buf);
-        buf.resize(16 * 1024, 0);
-        let mut read = false;
-        loop {
-            let n = self.rx.read(&mut buf);
-            if n == 0 {
-                break;
-            }
-            read = true;
-            self.inbuf.extend_from_slice(&buf[..n]);
-        }
-        self.frame_buf = buf;
-        if !read {
+        // Read straight into the frame buffer.
+        let ready = self.rx.readable();
+        let len = self.inbuf.len();
+        self.inbuf.resize(len + ready, 0);
+        let n = self.rx.read(&mut self.inbuf[len..]);
+        self.inbuf.truncate(len + n);
+        if n == 0 {
             // Every whole frame in `inbuf` was taken when its last byte came.
             return false;
         }
@@ -432,7 +423,16 @@ impl SplitEnd {
                 Frame::Open { conn, to } => opens.push((conn, to.port())),
                 Frame::Data { conn, bytes } => {
                     if let Some(r) = self.relays.get_mut(&conn) {
-                        r.to_tcp.extend(bytes);
+                        // Into the socket at once when nothing waits before it, the rest
+                        // queued for `write_tcp` (the same bytes in the same order).
+                        let mut n = 0;
+                        if r.to_tcp.is_empty() {
+                            if let Some(c) = self.stack.conn(r.id) {
+                                n = c.write(bytes);
+                                self.stats.bytes_to_tcp += n as u64;
+                            }
+                        }
+                        r.to_tcp.extend(&bytes[n..]);
                     }
                 }
                 Frame::Fin { conn } => {
@@ -461,12 +461,18 @@ impl SplitEnd {
         true
     }
 
-    /// Writes one frame onto the stream if it fits whole.
+    /// Writes one frame onto the stream if it fits whole (a DATA payload straight from
+    /// the caller's buffer).
     fn emit(&mut self, f: &Frame<'_>) -> bool {
         if STREAM_BUFFER.saturating_sub(self.tx.buffered()) < f.wire_len() {
             return false;
         }
         self.emit_buf.clear();
+        if let Frame::Data { bytes, .. } = f {
+            f.emit_header(&mut self.emit_buf);
+            let n = self.tx.write(&self.emit_buf);
+            return n == self.emit_buf.len() && self.tx.write(bytes) == bytes.len();
+        }
         f.emit(&mut self.emit_buf);
         self.tx.write(&self.emit_buf) == self.emit_buf.len()
     }
