@@ -123,6 +123,8 @@ pub struct StreamReceiver {
     /// TSNs received again since the last SACK, for its duplicate report (at most
     /// [`MAX_DUPS`]; more are counted in the stats only).
     dups: Vec<u64>,
+    /// The SACK last sent, its vectors reused for the next.
+    sack_buf: Sack,
     /// [`ReceiverConfig::ack_ratio`]'s budget, bytes (negative: overspent).
     sack_credit: i64,
     /// The SACK now due is held by the budget (counted once).
@@ -152,6 +154,7 @@ impl StreamReceiver {
             last_rwnd: config.buffer,
             heartbeat_acks: VecDeque::new(),
             dups: Vec::new(),
+            sack_buf: Sack::default(),
             sack_credit: SACK_BURST,
             held: false,
             stats: ReceiverStats::default(),
@@ -267,11 +270,6 @@ impl StreamReceiver {
         self.config.buffer.saturating_sub(self.used())
     }
 
-    /// In-order bytes ready to read.
-    pub fn readable(&self) -> usize {
-        self.ready.len()
-    }
-
     /// Reads in-order bytes; returns how many were copied.
     pub fn read(&mut self, buf: &mut [u8]) -> usize {
         let n = buf.len().min(self.ready.len());
@@ -280,12 +278,27 @@ impl StreamReceiver {
         buf[..k].copy_from_slice(&a[..k]);
         buf[k..n].copy_from_slice(&b[..n - k]);
         self.ready.drain(..n);
-        // Window update (RFC 4960 §6.2) once reading reopens a window the sender saw shut.
+        self.after_read(n);
+        n
+    }
+
+    /// Reads every in-order byte onto the end of `out`; returns how many.
+    pub fn read_append(&mut self, out: &mut Vec<u8>) -> usize {
+        let (a, b) = self.ready.as_slices();
+        out.extend_from_slice(a);
+        out.extend_from_slice(b);
+        let n = self.ready.len();
+        self.ready.clear();
+        self.after_read(n);
+        n
+    }
+
+    /// Window update (RFC 4960 §6.2) once reading reopens a window the sender saw shut.
+    fn after_read(&mut self, n: usize) {
         if n > 0 && self.last_rwnd < self.config.buffer / 4 && self.rwnd() >= self.config.buffer / 2
         {
             self.sack_now = true;
         }
-        n
     }
 
     /// The sender finished and every byte has been read.
@@ -323,7 +336,13 @@ impl StreamReceiver {
         if let Some(t) = self.sacks_sent.get_mut(path as usize) {
             *t = Some(now);
         }
-        Chunk::Sack(self.sack(path)).emit(out);
+        let mut sack = std::mem::take(&mut self.sack_buf);
+        self.fill_sack(path, &mut sack);
+        let chunk = Chunk::Sack(sack);
+        chunk.emit(out);
+        if let Chunk::Sack(sack) = chunk {
+            self.sack_buf = sack;
+        }
         let bytes = out.len() + DATAGRAM_OVERHEAD;
         self.stats.sack_bytes += bytes as u64;
         if self.config.ack_ratio.is_some() {
@@ -367,33 +386,34 @@ impl StreamReceiver {
         self.latest_path
     }
 
-    /// The SACK to send, with the duplicates since the last. Past [`MAX_GAPS`] blocks (less
-    /// one per duplicate) it reports the one holding the latest
-    /// arrival and the highest others: the sender treats gap-acknowledged chunks as
-    /// delivered (we never renege), so the lower blocks were reported when they arrived,
-    /// and SD-FRT needs to hear of each arrival, a retransmission filling a low hole too.
-    fn sack(&self, path: PathId) -> Sack {
-        let off = |tsn: u64| (tsn - self.cum).min(u32::MAX as u64) as u32;
-        let mut all: Vec<(u32, u32)> = (self.runs.iter())
-            .map(|&(lo, hi)| (off(lo), off(hi)))
-            .collect();
+    /// The SACK to send, with the duplicates since the last, into `s` (its vectors
+    /// reused). Past [`MAX_GAPS`] blocks (less one per duplicate) it reports the one
+    /// holding the latest arrival and the highest others: the sender treats
+    /// gap-acknowledged chunks as delivered (we never renege), so the lower blocks were
+    /// reported when they arrived, and SD-FRT needs to hear of each arrival, a
+    /// retransmission filling a low hole too.
+    fn fill_sack(&self, path: PathId, s: &mut Sack) {
+        let off = |&(lo, hi): &(u64, u64)| {
+            let at = |tsn: u64| (tsn - self.cum).min(u32::MAX as u64) as u32;
+            (at(lo), at(hi))
+        };
         let room = (MAX_GAPS - self.dups.len()).min(self.config.gap_blocks.max(1));
-        let mut gaps = all.split_off(all.len().saturating_sub(room));
+        let lower = self.runs.len().saturating_sub(room);
+        s.gaps.clear();
+        s.gaps.extend(self.runs.iter().skip(lower).map(off));
         if let Some(latest) = self.latest_tsn.checked_sub(self.cum) {
             let holds = |g: &(u32, u32)| (g.0 as u64..g.1 as u64).contains(&latest);
-            if !gaps.iter().any(holds) {
-                if let Some(g) = all.iter().find(|g| holds(g)) {
-                    gaps[0] = *g;
+            if !s.gaps.iter().any(holds) {
+                if let Some(g) = self.runs.iter().take(lower).map(off).find(holds) {
+                    s.gaps[0] = g;
                 }
             }
         }
-        Sack {
-            path,
-            cum: self.cum,
-            a_rwnd: self.rwnd().min(u32::MAX as usize) as u32,
-            gaps,
-            dups: self.dups.clone(),
-        }
+        s.path = path;
+        s.cum = self.cum;
+        s.a_rwnd = self.rwnd().min(u32::MAX as usize) as u32;
+        s.dups.clear();
+        s.dups.extend_from_slice(&self.dups);
     }
 
     /// When [`Self::handle_timeout`] next has work: the delayed ack.

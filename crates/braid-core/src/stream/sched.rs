@@ -42,11 +42,17 @@ pub struct Candidate {
 pub struct Picker {
     kind: StreamScheduler,
     current: usize,
+    /// [`StreamScheduler::DelayBased`]'s live paths by SRTT, kept between picks.
+    order: Vec<usize>,
 }
 
 impl Picker {
     pub fn new(kind: StreamScheduler) -> Self {
-        Picker { kind, current: 0 }
+        Picker {
+            kind,
+            current: 0,
+            order: Vec::new(),
+        }
     }
 
     /// The path for the next chunk, or None to wait. `avoid` is a path to pass over when
@@ -90,7 +96,7 @@ impl Picker {
             StreamScheduler::SmallestRtt => {
                 (0..n).filter(|&i| usable(i)).min_by_key(|&i| paths[i].srtt)
             }
-            StreamScheduler::DelayBased => delay_based(paths, backlog),
+            StreamScheduler::DelayBased => delay_based(paths, backlog, &mut self.order),
         }
     }
 }
@@ -105,8 +111,9 @@ fn margin(fastest: &Candidate, slower: &Candidate) -> f64 {
 }
 
 /// See [`StreamScheduler::DelayBased`].
-fn delay_based(paths: &[Candidate], backlog: u64) -> Option<usize> {
-    let mut live: Vec<usize> = (0..paths.len()).filter(|&i| paths[i].live).collect();
+fn delay_based(paths: &[Candidate], backlog: u64, live: &mut Vec<usize>) -> Option<usize> {
+    live.clear();
+    live.extend((0..paths.len()).filter(|&i| paths[i].live));
     live.sort_by_key(|&i| paths[i].srtt);
     let fastest = *live.first()?;
     let owd = |i: usize| paths[i].srtt.as_secs_f64() / 2.0;

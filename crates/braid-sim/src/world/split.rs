@@ -394,12 +394,7 @@ impl SplitEnd {
     /// closes it once written, RESET drops it. True if any bytes came off the stream.
     fn read_frames(&mut self) -> bool {
         // Read straight into the frame buffer.
-        let ready = self.rx.readable();
-        let len = self.inbuf.len();
-        self.inbuf.resize(len + ready, 0);
-        let n = self.rx.read(&mut self.inbuf[len..]);
-        self.inbuf.truncate(len + n);
-        if n == 0 {
+        if self.rx.read_append(&mut self.inbuf) == 0 {
             // Every whole frame in `inbuf` was taken when its last byte came.
             return false;
         }
