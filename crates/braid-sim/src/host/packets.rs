@@ -21,6 +21,11 @@ impl Packets {
         self.pool.pop().unwrap_or_default()
     }
 
+    /// Packets queued for the network.
+    pub fn queued(&self) -> usize {
+        self.tx.len()
+    }
+
     /// Queues a packet for the network.
     pub fn push(&mut self, packet: Packet) {
         self.tx.push_back((packet, false));
