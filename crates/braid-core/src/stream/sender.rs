@@ -252,6 +252,11 @@ impl StreamSender {
             }
             (self.next_tsn, None)
         };
+        // No window open and nothing that bypasses them: every scheduler waits (a pick
+        // with no open path changes nothing), so the backlog need not be weighed.
+        if !fast && self.paths.iter().all(|p| p.flight >= p.window.cwnd()) {
+            return None;
+        }
         let backlog = (self.pending.len() + self.waiting_beyond) as u64
             + self
                 .retransmit
