@@ -13,6 +13,7 @@ use crate::fec::{LossRecovery, RecoveredSink};
 use crate::path::{Path, SentKind};
 use crate::reorder::{Insert, Resequencer};
 use crate::sched::Scheduler;
+use crate::time::earliest;
 use crate::{Config, Event, Instant, PathConfig, PathId, Role, SessionStats};
 
 mod aqm;
@@ -1028,10 +1029,7 @@ impl Session {
                 rest
             }
         };
-        match (retry, rest) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        earliest(retry, rest)
     }
 
     /// [`Session::poll_timeout`] but for the held packet's retry: everything that only an

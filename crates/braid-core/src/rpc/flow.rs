@@ -47,7 +47,7 @@ use super::share::LinkShare;
 use super::state::{Input, RpcState};
 use super::{LossEvent, RpcConfig, RpcStats};
 use crate::flow::parse::FlowKey;
-use crate::time::Instant;
+use crate::time::{earliest, Instant};
 use crate::PathId;
 
 /// RPC's state for one flow, keyed by its data direction.
@@ -361,10 +361,7 @@ impl RpcFlow {
 
     pub fn deadline(&self) -> Option<Instant> {
         let pacer = (!self.paced.is_empty()).then_some(self.pace_next);
-        match (self.reseq.deadline(), pacer) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        earliest(self.reseq.deadline(), pacer)
     }
 
     /// Queues a released packet that newly acknowledges `acked` bytes: in NORMAL state

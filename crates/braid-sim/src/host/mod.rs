@@ -45,6 +45,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+use braid_core::time::earliest;
 use braid_core::Instant;
 
 use crate::{Node, Packet, Rng};
@@ -444,10 +445,7 @@ impl Node for Host {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        match (self.rx_since, self.next_timeout) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        earliest(self.rx_since, self.next_timeout)
     }
 
     fn handle_timeout(&mut self, now: Instant) {

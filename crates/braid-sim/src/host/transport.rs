@@ -4,6 +4,7 @@
 //! (`super::smol`) and the Linux-like model (`super::tcp`) both implement them; [`Stacks`]
 //! holds a host's two and routes each packet and handle to the right one.
 
+use braid_core::time::earliest;
 use braid_core::Instant;
 use smoltcp::iface::SocketHandle;
 
@@ -195,10 +196,7 @@ impl Stacks {
     pub fn poll_at(&mut self, now: Instant) -> Option<Instant> {
         let a = self.smoltcp.as_mut().and_then(|s| s.poll_at(now));
         let b = self.linux.as_mut().and_then(|s| Stack::poll_at(s, now));
-        match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        earliest(a, b)
     }
 
     pub fn linger(&mut self, now: Instant, conn: Conn) {

@@ -19,6 +19,7 @@
 
 use std::time::Duration;
 
+use braid_core::time::earliest;
 use braid_core::Instant;
 
 use super::recv::Receiver;
@@ -426,10 +427,7 @@ impl Conn {
             State::SynSent | State::SynReceived => self.syn_timer,
             _ => {
                 let rcv = self.rcv.as_ref().and_then(Receiver::deadline);
-                match (self.snd.deadline(), rcv) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                }
+                earliest(self.snd.deadline(), rcv)
             }
         }
     }
