@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use super::hystart::{HyStartPp, Verdict};
 use crate::cubic::HyStart;
 
 /// How a path's window answers a fast retransmit on it.
@@ -97,6 +98,14 @@ pub enum SlowStart {
     /// (trace-stream's mpw-7_1). Not split-TCP's: the lab demo's short download fell with
     /// it ([`super::split::stream_config`]).
     HyStart,
+    /// A deviation from oSCTP, selectable: byte-counted as [`SlowStart::HyStart`] (at
+    /// most 8 MTU per SACK, RFC 9406's L for an unpaced sender), left by RFC 9406's
+    /// HyStart++ ([`super::hystart`]): a round's RTT rise enters Conservative Slow Start,
+    /// which returns to slow start if the rise was jitter. Not split-TCP's either: it
+    /// lifted the recorded sets and the lab demo's short download, but on lab-split-tcp's
+    /// four paths most paths saw too few of their own SACKs per round to decide, so slow
+    /// start ended by loss, and the figure fell (docs/benchmarks.md).
+    HyStartPlusPlus,
 }
 
 /// One path's window state, bytes.
@@ -109,6 +118,8 @@ pub struct Window {
     credit: f64,
     /// [`SlowStart::HyStart`]'s state; None: [`SlowStart::PerSack`].
     hystart: Option<HyStart<u64>>,
+    /// [`SlowStart::HyStartPlusPlus`]'s state.
+    hystart_pp: Option<HyStartPp>,
 }
 
 /// RFC 6356 §3's coupling inputs, over the live paths.
@@ -146,6 +157,7 @@ impl Window {
             ssthresh: u64::MAX,
             credit: 0.0,
             hystart: (slow_start == SlowStart::HyStart).then(HyStart::default),
+            hystart_pp: (slow_start == SlowStart::HyStartPlusPlus).then(HyStartPp::default),
         }
     }
 
@@ -160,10 +172,12 @@ impl Window {
     /// `bytes` newly acknowledged on the path by a SACK that may advance the window.
     pub fn on_ack(&mut self, bytes: u64, coupling: Option<Coupling>) {
         if self.cwnd <= self.ssthresh {
-            self.cwnd = match self.hystart {
+            let cap = self.ssthresh.max(self.cwnd + self.mtu);
+            self.cwnd = match (self.hystart, self.hystart_pp) {
                 // Every byte, up to the threshold (one MTU more at it, as RFC 4960 has it).
-                Some(_) => (self.cwnd + bytes).min(self.ssthresh.max(self.cwnd + self.mtu)),
-                None => self.cwnd + bytes.min(self.mtu),
+                (Some(_), _) => (self.cwnd + bytes).min(cap),
+                (_, Some(h)) => (self.cwnd + bytes.min(8 * self.mtu) / h.growth_divisor()).min(cap),
+                _ => self.cwnd + bytes.min(self.mtu),
             };
             return;
         }
@@ -178,10 +192,16 @@ impl Window {
         self.credit -= whole;
     }
 
-    /// [`SlowStart::HyStart`]: a chunk sent once as `psn` was acknowledged after `rtt` by
-    /// a SACK that came back on the path itself; `next_psn` is the path's next to send
-    /// and `min_rtt` the least such sample. Slow start ends where HyStart says.
+    /// [`SlowStart::HyStart`] and [`SlowStart::HyStartPlusPlus`]: a chunk sent once as
+    /// `psn` was acknowledged after `rtt` by a SACK that came back on the path itself;
+    /// `next_psn` is the path's next to send and `min_rtt` the least such sample. Slow
+    /// start ends where HyStart (or HyStart++) says.
     pub fn on_rtt(&mut self, psn: u64, next_psn: u64, rtt: Duration, min_rtt: Duration) {
+        if let Some(h) = self.hystart_pp.as_mut() {
+            if self.cwnd <= self.ssthresh && h.on_rtt(psn, next_psn, rtt) == Verdict::Exit {
+                self.ssthresh = self.cwnd;
+            }
+        }
         let segments = (self.cwnd / self.mtu.max(1)) as f64;
         if let Some(h) = self.hystart.as_mut() {
             if self.cwnd <= self.ssthresh && h.on_rtt(segments, psn, next_psn, Some(rtt), min_rtt) {
@@ -195,6 +215,7 @@ impl Window {
         self.ssthresh = ((self.cwnd as f64 * keep) as u64).max(4 * self.mtu);
         self.cwnd = self.ssthresh;
         self.credit = 0.0;
+        self.end_hystart_pp();
     }
 
     /// Slow start again up to `ssthresh` at least (a path revived after a failure).
@@ -211,6 +232,13 @@ impl Window {
             self.credit = 0.0;
         }
         self.ssthresh = self.ssthresh.min(self.cwnd);
+        self.end_hystart_pp();
+    }
+
+    fn end_hystart_pp(&mut self) {
+        if let Some(h) = self.hystart_pp.as_mut() {
+            h.finish();
+        }
     }
 
     /// Undoes a cut proven needless: back to `prior`'s window and threshold where they
@@ -220,6 +248,9 @@ impl Window {
             self.cwnd = prior.cwnd;
             self.credit = 0.0;
         }
+        if prior.ssthresh > self.ssthresh {
+            self.hystart_pp = prior.hystart_pp;
+        }
         self.ssthresh = self.ssthresh.max(prior.ssthresh);
     }
 
@@ -228,6 +259,7 @@ impl Window {
         self.ssthresh = (self.cwnd / 2).max(4 * self.mtu);
         self.cwnd = self.mtu;
         self.credit = 0.0;
+        self.end_hystart_pp();
     }
 }
 
@@ -290,6 +322,36 @@ mod tests {
         // Congestion avoidance from there.
         hystart.on_ack(40_000, None);
         assert_eq!(hystart.cwnd(), 41_000);
+    }
+
+    #[test]
+    fn hystart_pp_counts_bytes_slows_in_css_and_ends_on_loss() {
+        let ms = Duration::from_millis;
+        let mut w = Window::new(1000, SlowStart::HyStartPlusPlus);
+        // Every byte, at most 8 MTU per SACK (RFC 9406's L).
+        w.on_ack(6000, None);
+        assert_eq!(w.cwnd(), 10_000);
+        w.on_ack(20_000, None);
+        assert_eq!(w.cwnd(), 18_000);
+        // Two rounds, the second 20 ms above the first: Conservative Slow Start.
+        for psn in 0..10 {
+            w.on_rtt(psn, 20, ms(100), ms(100));
+        }
+        for psn in 20..30 {
+            w.on_rtt(psn, 40, ms(120), ms(100));
+        }
+        assert_eq!(w.ssthresh(), u64::MAX);
+        w.on_ack(8000, None);
+        assert_eq!(w.cwnd(), 20_000);
+        // A loss ends slow start for good.
+        w.on_loss(0.5);
+        w.on_ack(10_000, None);
+        assert_eq!(w.ssthresh(), 10_000);
+        for psn in 40..50 {
+            w.on_rtt(psn, 60, ms(90), ms(90));
+        }
+        w.on_ack(10_000, None);
+        assert!(w.cwnd() < 12_000, "{}", w.cwnd());
     }
 
     #[test]

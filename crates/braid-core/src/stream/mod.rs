@@ -25,6 +25,7 @@
 pub mod chunk;
 pub mod congestion;
 pub mod frame;
+pub mod hystart;
 pub mod path;
 pub mod rack;
 pub mod receiver;
