@@ -7,7 +7,9 @@
 //! compared with the previous round's (§4.2): a rise of clamp(last / 8, 4 ms, 16 ms) ends
 //! slow start and enters CSS, where the window grows at a quarter of slow start's pace
 //! (`CSS_GROWTH_DIVISOR`). A CSS round whose minimum falls below the one that ended slow
-//! start was jitter, not a queue, and slow start resumes; after [`CSS_ROUNDS`] rounds of
+//! start was jitter, not a queue, and slow start resumes (judged from the round after the
+//! one that entered CSS, where the RFC's per-ACK check flips the phase at each lower
+//! sample, the round's minimum only falling); after [`CSS_ROUNDS`] rounds of
 //! CSS, congestion avoidance begins. Linux's HyStart ([`crate::cubic::HyStart`]) compares
 //! with the connection's minimum and ends slow start for good on one round's rise, which
 //! a real-time path's jitter (a loaded gateway, a cellular scheduler) gives often.
@@ -21,6 +23,11 @@ const MIN_RTT_DIVISOR: u32 = 8;
 pub const N_RTT_SAMPLE: u32 = 8;
 pub const CSS_GROWTH_DIVISOR: u64 = 4;
 pub const CSS_ROUNDS: u32 = 5;
+
+/// §4.2's RttThresh over a round minimum.
+fn threshold(min: Duration) -> Duration {
+    (min / MIN_RTT_DIVISOR).clamp(MIN_RTT_THRESH, MAX_RTT_THRESH)
+}
 
 /// Where slow start stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,8 +119,7 @@ impl HyStartPp {
         match self.phase {
             Phase::SlowStart => {
                 if let Some(last) = self.last_min {
-                    let thresh = (last / MIN_RTT_DIVISOR).clamp(MIN_RTT_THRESH, MAX_RTT_THRESH);
-                    if current >= last + thresh {
+                    if current >= last + threshold(last) {
                         self.phase = Phase::Css {
                             baseline: current,
                             rounds: 1,
@@ -121,8 +127,10 @@ impl HyStartPp {
                     }
                 }
             }
-            Phase::Css { baseline, .. } if current < baseline => {
-                // The rise was spurious: back to slow start (§4.2).
+            Phase::Css { baseline, rounds } if rounds > 1 && current < baseline => {
+                // The rise was spurious: back to slow start (§4.2). Judged from the next
+                // round on: within the round that entered CSS, the minimum only falls, and
+                // each lower sample would flip the phase back and forth.
                 self.phase = Phase::SlowStart;
             }
             _ => {}
@@ -188,8 +196,22 @@ mod tests {
         let mut seq = 0;
         round(&mut h, &mut seq, 10, ms(50));
         // 50 ms / 8 = 6.25 ms: 60 ms is a rise.
-        round(&mut h, &mut seq, 10, ms(60));
-        assert!(matches!(h.phase(), Phase::Css { .. }));
+        // Within the round that entered CSS a lower minimum changes nothing.
+        let start = seq;
+        for (i, rtt) in [62, 61, 61, 60, 60, 60, 60, 60, 59, 58]
+            .into_iter()
+            .enumerate()
+        {
+            h.on_rtt(start + i as u64, start + 20, ms(rtt));
+        }
+        seq = start + 20;
+        assert_eq!(
+            h.phase(),
+            Phase::Css {
+                baseline: ms(60),
+                rounds: 1
+            }
+        );
         round(&mut h, &mut seq, 10, ms(52));
         assert_eq!(h.phase(), Phase::SlowStart);
         assert_eq!(h.growth_divisor(), 1);
