@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use super::hystart::{HyStartPp, Verdict};
+use super::hystart::{self, HyStartPp, Verdict};
 use crate::cubic::HyStart;
 
 /// How a path's window answers a fast retransmit on it.
@@ -116,10 +116,16 @@ pub struct Window {
     ssthresh: u64,
     /// Fractional congestion-avoidance increase not yet added, bytes.
     credit: f64,
-    /// [`SlowStart::HyStart`]'s state; None: [`SlowStart::PerSack`].
-    hystart: Option<HyStart<u64>>,
-    /// [`SlowStart::HyStartPlusPlus`]'s state.
-    hystart_pp: Option<HyStartPp>,
+    /// How slow start grows and ends, with its detector's state.
+    slow_start: SlowStartState,
+}
+
+/// [`SlowStart`] with its exit detector's state.
+#[derive(Clone, Copy, Debug)]
+enum SlowStartState {
+    PerSack,
+    HyStart(HyStart<u64>),
+    HyStartPp(HyStartPp),
 }
 
 /// RFC 6356 §3's coupling inputs, over the live paths.
@@ -156,8 +162,11 @@ impl Window {
             cwnd: (4 * mtu).min((2 * mtu).max(4380)),
             ssthresh: u64::MAX,
             credit: 0.0,
-            hystart: (slow_start == SlowStart::HyStart).then(HyStart::default),
-            hystart_pp: (slow_start == SlowStart::HyStartPlusPlus).then(HyStartPp::default),
+            slow_start: match slow_start {
+                SlowStart::PerSack => SlowStartState::PerSack,
+                SlowStart::HyStart => SlowStartState::HyStart(HyStart::default()),
+                SlowStart::HyStartPlusPlus => SlowStartState::HyStartPp(HyStartPp::default()),
+            },
         }
     }
 
@@ -172,12 +181,16 @@ impl Window {
     /// `bytes` newly acknowledged on the path by a SACK that may advance the window.
     pub fn on_ack(&mut self, bytes: u64, coupling: Option<Coupling>) {
         if self.cwnd <= self.ssthresh {
+            // Byte-counted growth stops at the threshold (one MTU more at it, as RFC 4960
+            // has it).
             let cap = self.ssthresh.max(self.cwnd + self.mtu);
-            self.cwnd = match (self.hystart, self.hystart_pp) {
-                // Every byte, up to the threshold (one MTU more at it, as RFC 4960 has it).
-                (Some(_), _) => (self.cwnd + bytes).min(cap),
-                (_, Some(h)) => (self.cwnd + bytes.min(8 * self.mtu) / h.growth_divisor()).min(cap),
-                _ => self.cwnd + bytes.min(self.mtu),
+            self.cwnd = match self.slow_start {
+                SlowStartState::PerSack => self.cwnd + bytes.min(self.mtu),
+                SlowStartState::HyStart(_) => (self.cwnd + bytes).min(cap),
+                SlowStartState::HyStartPp(h) => {
+                    let grown = bytes.min(hystart::L * self.mtu) / h.growth_divisor();
+                    (self.cwnd + grown).min(cap)
+                }
             };
             return;
         }
@@ -197,16 +210,17 @@ impl Window {
     /// `next_psn` is the path's next to send and `min_rtt` the least such sample. Slow
     /// start ends where HyStart (or HyStart++) says.
     pub fn on_rtt(&mut self, psn: u64, next_psn: u64, rtt: Duration, min_rtt: Duration) {
-        if let Some(h) = self.hystart_pp.as_mut() {
-            if self.cwnd <= self.ssthresh && h.on_rtt(psn, next_psn, rtt) == Verdict::Exit {
-                self.ssthresh = self.cwnd;
-            }
+        if self.cwnd > self.ssthresh {
+            return;
         }
         let segments = (self.cwnd / self.mtu.max(1)) as f64;
-        if let Some(h) = self.hystart.as_mut() {
-            if self.cwnd <= self.ssthresh && h.on_rtt(segments, psn, next_psn, Some(rtt), min_rtt) {
-                self.ssthresh = self.cwnd;
-            }
+        let exit = match &mut self.slow_start {
+            SlowStartState::PerSack => false,
+            SlowStartState::HyStart(h) => h.on_rtt(segments, psn, next_psn, Some(rtt), min_rtt),
+            SlowStartState::HyStartPp(h) => h.on_rtt(psn, next_psn, rtt) == Verdict::Exit,
+        };
+        if exit {
+            self.ssthresh = self.cwnd;
         }
     }
 
@@ -236,7 +250,7 @@ impl Window {
     }
 
     fn end_hystart_pp(&mut self) {
-        if let Some(h) = self.hystart_pp.as_mut() {
+        if let SlowStartState::HyStartPp(h) = &mut self.slow_start {
             h.finish();
         }
     }
@@ -249,7 +263,8 @@ impl Window {
             self.credit = 0.0;
         }
         if prior.ssthresh > self.ssthresh {
-            self.hystart_pp = prior.hystart_pp;
+            // Back in slow start: its detector as it was before the cut.
+            self.slow_start = prior.slow_start;
         }
         self.ssthresh = self.ssthresh.max(prior.ssthresh);
     }

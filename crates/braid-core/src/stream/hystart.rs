@@ -23,6 +23,9 @@ const MIN_RTT_DIVISOR: u32 = 8;
 pub const N_RTT_SAMPLE: u32 = 8;
 pub const CSS_GROWTH_DIVISOR: u64 = 4;
 pub const CSS_ROUNDS: u32 = 5;
+/// Segments one ACK may grow the window by at most in slow start, for a sender that does
+/// not pace (§4.3's L).
+pub const L: u64 = 8;
 
 /// §4.2's RttThresh over a round minimum.
 fn threshold(min: Duration) -> Duration {
