@@ -293,6 +293,52 @@ impl Session {
         }
     }
 
+    /// What split-TCP's stream did on `path` since the last call (its own socket beside
+    /// the tunnel's): `sent` and `acked` bytes (on the wire, as the tunnel counts its own),
+    /// and whether its window on the path is full. A metered path's budget and cap count
+    /// the stream's bytes, a cheap path's predicted rate counts what the stream delivered,
+    /// and a cheap path has room only if both engines have room on it; the holds this sets
+    /// are read back with [`Path::is_metered_hold`] for the stream
+    /// (`StreamSender::set_held`). Without metering only the counters move.
+    pub fn note_foreign_traffic(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        sent: u64,
+        acked: u64,
+        full: bool,
+    ) {
+        let Some(pi) = self.index.get(usize::from(path)).copied().flatten() else {
+            return;
+        };
+        let pi = usize::from(pi);
+        self.paths[pi].note_foreign_traffic(sent, acked, full);
+        if let Some(m) = &mut self.metering {
+            // The stream carries TCP in no class: class 0's budget, where classes have own.
+            m.on_class_sent(0, pi, sent);
+            self.meter(now);
+            self.wake();
+        }
+    }
+
+    /// Whether split-TCP's stream may not send on `path` now: a metered path held by the
+    /// session's budget or cap, or by the budget of the class of TCP in no class where
+    /// classes have their own ([`Session::note_foreign_traffic`]).
+    pub fn stream_held(&self, path: PathId) -> bool {
+        let Some(pi) = self.index.get(usize::from(path)).copied().flatten() else {
+            return false;
+        };
+        let pi = usize::from(pi);
+        self.paths[pi].is_metered_hold()
+            || (self.metering.as_ref()).is_some_and(|m| !m.class_may_send(0, pi))
+    }
+
+    /// Whether the session meters paths (its own configuration, or the gateway's
+    /// announcement at the server).
+    pub fn is_metering(&self) -> bool {
+        self.metering.is_some()
+    }
+
     /// The session's paths, in configuration order.
     pub fn paths(&self) -> &[Path] {
         &self.paths

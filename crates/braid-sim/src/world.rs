@@ -432,6 +432,8 @@ impl World {
                     }
                 }
                 if let Some((g, sv)) = &mut e.split {
+                    g.meter(now, &mut e.gateway, overhead);
+                    sv.meter(now, &mut e.server, overhead);
                     moved |= g.relay(now) | sv.relay(now);
                     while let Some((p, checked)) = g.poll_lan() {
                         moved = true;

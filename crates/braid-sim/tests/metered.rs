@@ -247,3 +247,44 @@ fn a_class_with_a_target_gets_the_metered_path_and_a_class_without_waits_for_the
         .expect("the stream's report");
     assert!(udp.loss_rate < 0.05, "{udp:?}");
 }
+
+/// Split-TCP's stream over the same links (issue 20: the same metering in both modes): the
+/// tunnel's session counts the stream's bytes against the metered path's budget and holds
+/// the stream's path when it is spent, and what the stream delivers on the cheap path is
+/// that path's predicted rate. The download rides the stream, not the tunnel.
+#[test]
+fn the_stream_keeps_to_the_metered_budget_as_the_tunnel_does() {
+    let metering = "tcp_transport = \"split-tcp\"\n[engine.metering]\ntarget_mbps = 1.5\nrecord_intervals = true\n";
+    let keys = "metered = true\ncost_per_gb = 10\n";
+    let r = run(&scenario(metering, keys)).unwrap();
+    let free = run(&scenario("tcp_transport = \"split-tcp\"\n", "")).unwrap();
+    let split = r.split.expect("the download crossed as split-TCP");
+    assert!(split[1].bytes_to_stream > 2_000_000, "{split:?}");
+    let log: Vec<_> = r.server_intervals.iter().filter(|i| i.metered).collect();
+    assert!(log.len() >= 18, "{} intervals", log.len());
+    for i in &log {
+        assert!(
+            i.sent_bytes <= i.budget_bytes + 1600,
+            "interval at {} s: sent {} of {}",
+            i.start_s,
+            i.sent_bytes,
+            i.budget_bytes
+        );
+    }
+    // While the cheap path is dark the metered one carries the download.
+    let dark: u64 = (log.iter())
+        .filter(|i| (9.0..13.0).contains(&i.start_s))
+        .map(|i| i.sent_bytes)
+        .sum();
+    assert!(dark > 4 * 100_000, "{dark} bytes in 4 dark seconds");
+    // Lit, with the stream's window on the cheap path filled, it rests in most seconds.
+    let lit_idle = (log.iter())
+        .filter(|i| (2.0..8.0).contains(&i.start_s) && i.budget_bytes == 0)
+        .count();
+    assert!(lit_idle >= 3, "{log:?}");
+    let (metered, striped) = (metered_down_bytes(&r), metered_down_bytes(&free));
+    assert!(
+        (metered as f64) < 0.6 * striped as f64,
+        "metered {metered} B against {striped} B striped"
+    );
+}

@@ -108,6 +108,8 @@ struct TxState {
     probe_at: Option<Instant>,
     /// A metered path whose budget for the interval is spent (`session/metering.rs`).
     metered_hold: bool,
+    /// What split-TCP's stream beside the tunnel did on the path ([`Foreign`]).
+    foreign: Foreign,
     /// Declared failed by stalled acknowledgements ([`liveness`]).
     liveness: TxLiveness,
     /// Long-term loss rate of our direction, from the peer's acknowledgements (an average
@@ -149,6 +151,19 @@ struct TxState {
     data_packets: u64,
     repair_packets: u64,
     control_packets: u64,
+}
+
+/// Split-TCP's stream on the path beside the tunnel (its own socket, `stream::split`):
+/// its bytes count against a metered path's budget and cap as the tunnel's do, and what it
+/// delivered on a cheap path is that path's rate for metering's prediction. Cumulative
+/// bytes, on the wire as the tunnel counts its own.
+#[derive(Clone, Copy, Debug, Default)]
+struct Foreign {
+    tx: u64,
+    acked: u64,
+    rx: u64,
+    /// The stream's window on the path was full when last told.
+    full: bool,
 }
 
 /// A datagram sent on the path, remembered by its path sequence number modulo
@@ -231,6 +246,7 @@ impl Path {
                 loss_guarded: false,
                 probe_at: None,
                 metered_hold: false,
+                foreign: Foreign::default(),
                 liveness: TxLiveness::default(),
                 long_loss: 0.0,
                 long_loss_weight: 0.0,
@@ -391,17 +407,34 @@ impl Path {
 
     /// Bytes sent on the path, every kind of datagram and its overhead counted.
     pub(crate) fn tx_bytes(&self) -> u64 {
-        self.tx.bytes
+        self.tx.bytes + self.tx.foreign.tx
     }
 
-    /// Bytes received on the path, every kind of datagram and its overhead counted.
+    /// Bytes received on the path, every kind of datagram and its overhead counted, the
+    /// stream's beside the tunnel included.
     pub(crate) fn rx_bytes(&self) -> u64 {
-        self.rx.bytes
+        self.rx.bytes + self.tx.foreign.rx
     }
 
-    /// Bytes sent up to the newest datagram the peer acknowledged: what the path delivered.
+    /// Bytes sent up to the newest datagram the peer acknowledged: what the path delivered
+    /// (the stream's acknowledged bytes included).
     pub(crate) fn acked_bytes(&self) -> u64 {
-        self.tx.acked_bytes
+        self.tx.acked_bytes + self.tx.foreign.acked
+    }
+
+    /// Split-TCP's stream sent `sent` bytes on the path and had `acked` acknowledged since
+    /// the last call; `full`: its window on the path is full.
+    pub(crate) fn note_foreign_traffic(&mut self, sent: u64, acked: u64, full: bool) {
+        let f = &mut self.tx.foreign;
+        f.tx += sent;
+        f.acked += acked;
+        f.full = full;
+    }
+
+    /// Whether split-TCP's stream has filled its window on the path (metering's "a cheap
+    /// path has room" asks both engines).
+    pub(crate) fn foreign_full(&self) -> bool {
+        self.tx.foreign.full
     }
 
     /// Whether the loss guard has set the path aside.
@@ -709,6 +742,7 @@ impl Path {
     /// Another sender's bytes arrived on the path ([`CapacityEstimator::note_foreign`]).
     pub(crate) fn note_foreign_arrivals(&mut self, bytes: u64) {
         self.rx.capacity.note_foreign(bytes);
+        self.tx.foreign.rx += bytes;
     }
 
     /// Accounts for a datagram received on the path. Returns whether the path came back up,

@@ -228,8 +228,9 @@ impl Metering {
         // stretch spends the budget on the metered path while the cheap one, recovered,
         // sits idle (osctp-table1: 1.062 of the oracle without, most of the excess in
         // lit seconds with room on the cheap link).
+        // Split-TCP's stream beside the tunnel must have room on it too.
         let cheap_has_room = (self.meters.iter().zip(paths.iter()))
-            .any(|(m, p)| !m.metered && p.is_usable() && !p.window_full(now));
+            .any(|(m, p)| !m.metered && p.is_usable() && !p.window_full(now) && !p.foreign_full());
         for (i, (m, p)) in self.meters.iter_mut().zip(paths.iter_mut()).enumerate() {
             if !m.metered {
                 continue;

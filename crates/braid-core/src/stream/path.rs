@@ -88,6 +88,8 @@ pub struct SenderPath {
     /// Fast-retransmit cuts on the path so far; the latest one's undo state.
     pub episode: u64,
     pub cut_undo: Option<CutUndo>,
+    /// Takes no chunk ([`super::StreamSender::set_held`]).
+    pub held: bool,
 }
 
 impl SenderPath {
@@ -113,6 +115,7 @@ impl SenderPath {
             rack: Rack::default(),
             episode: 0,
             cut_undo: None,
+            held: false,
         }
     }
 

@@ -29,6 +29,10 @@ const RANDOM_LOSS_BACKLOG: f64 = 3.0;
 pub struct SenderStats {
     /// Chunks sent per path, retransmissions included.
     pub chunks_sent: Vec<u64>,
+    /// Payload bytes newly acknowledged per path (each chunk counted on the path its
+    /// acknowledged copy went on): what each path delivered, for metering's prediction of
+    /// a cheap path's rate (`Session::note_foreign_traffic`).
+    pub acked_bytes: Vec<u64>,
     pub fast_retransmits: u64,
     pub timeouts: u64,
     pub retransmitted_chunks: u64,
@@ -144,6 +148,7 @@ impl StreamSender {
             scratch: SackScratch::default(),
             stats: SenderStats {
                 chunks_sent: vec![0; paths],
+                acked_bytes: vec![0; paths],
                 ..SenderStats::default()
             },
             config,
@@ -216,6 +221,30 @@ impl StreamSender {
         self.paths[p].failed.is_some()
     }
 
+    /// Holds path `p` (a metered path whose budget is spent, or whose turn has not come:
+    /// oSCTP §IV-F, `session/metering.rs`) or releases it. A held path takes no chunk, new
+    /// or resent, not even a fast retransmission; what it has in flight is acknowledged or
+    /// recovered as before, and its heartbeats still go. With every live path held the
+    /// stream waits, as packet mode's send queue does.
+    pub fn set_held(&mut self, p: usize, held: bool) {
+        if let Some(path) = self.paths.get_mut(p) {
+            path.held = held;
+        }
+    }
+
+    pub fn is_held(&self, p: usize) -> bool {
+        self.paths.get(p).is_some_and(|p| p.held)
+    }
+
+    /// Whether path `p`'s window is full (its flight at or above its window): a cheap path
+    /// with room means the stream has nothing more for it, so metered paths are not needed
+    /// (`Session::note_foreign_traffic`).
+    pub fn window_full(&self, p: usize) -> bool {
+        self.paths
+            .get(p)
+            .is_some_and(|p| p.flight >= p.window.cwnd())
+    }
+
     /// The next datagram to send, into `out` (cleared first); returns its path.
     pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<PathId> {
         out.clear();
@@ -254,7 +283,7 @@ impl StreamSender {
         };
         // No window open and nothing that bypasses them: every scheduler waits (a pick
         // with no open path changes nothing), so the backlog need not be weighed.
-        if !fast && self.paths.iter().all(|p| p.flight >= p.window.cwnd()) {
+        if (self.paths.iter()).all(|p| p.held || (!fast && p.flight >= p.window.cwnd())) {
             return None;
         }
         let backlog = (self.pending.len() + self.waiting_beyond) as u64
@@ -268,8 +297,8 @@ impl StreamSender {
         let mut candidates = std::mem::take(&mut self.candidates);
         candidates.clear();
         candidates.extend(self.paths.iter().map(|p| Candidate {
-            live: p.failed.is_none() || all_failed,
-            open: fast || p.flight < p.window.cwnd(),
+            live: !p.held && (p.failed.is_none() || all_failed),
+            open: !p.held && (fast || p.flight < p.window.cwnd()),
             srtt: p.srtt(),
             rttvar: p.rto.rttvar(),
             rate: p.rate(),
@@ -470,6 +499,7 @@ impl StreamSender {
             path.flight -= s.payload.len() as u64;
             path.outstanding.remove(&s.psn);
             bytes[s.path] += s.payload.len() as u64;
+            self.stats.acked_bytes[s.path] += s.payload.len() as u64;
             acked_psns[s.path].push(s.psn);
             delivered[s.path].push(Delivered {
                 psn: s.psn,

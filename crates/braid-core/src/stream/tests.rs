@@ -1052,3 +1052,35 @@ fn random_losses_on_an_idle_queue_keep_the_lossy_paths_window() {
     let (off, on) = (go(false), go(true));
     assert!(on as f64 > 1.2 * off as f64, "{on} {off}");
 }
+
+/// A held path (a metered path whose budget is spent) takes no chunk, new or resent; with
+/// every path held the stream waits; released, the path takes chunks again; what it
+/// delivered is counted per path.
+#[test]
+fn a_held_path_takes_no_chunk_until_released() {
+    let mut s = StreamSender::new(
+        StreamConfig {
+            scheduler: StreamScheduler::RoundRobin,
+            ..StreamConfig::default()
+        },
+        2,
+    );
+    s.write(&pattern(8 * 1200));
+    s.set_held(1, true);
+    assert!(s.is_held(1) && !s.is_held(0));
+    let mut buf = Vec::new();
+    let mut on = [0; 2];
+    while let Some(p) = s.poll_transmit(Instant::ZERO, &mut buf) {
+        on[usize::from(p)] += 1;
+    }
+    // Path 0's initial window (4 chunks of this MTU), nothing on path 1.
+    assert_eq!(on, [4, 0]);
+    assert!(s.window_full(0) && !s.window_full(1));
+    s.set_held(0, true);
+    s.set_held(1, true);
+    sack(&mut s, Instant::from_millis(50), 1, &[]);
+    assert_eq!(s.poll_transmit(Instant::from_millis(50), &mut buf), None);
+    assert_eq!(s.stats().acked_bytes, vec![1200, 0]);
+    s.set_held(1, false);
+    assert_eq!(s.poll_transmit(Instant::from_millis(50), &mut buf), Some(1));
+}

@@ -22,7 +22,9 @@ use std::net::SocketAddr;
 
 use braid_core::class::{ClassConfig, Transport};
 use braid_core::stream::frame::{Frame, MAX_DATA};
-use braid_core::stream::split::{receiver_config, stream_config, unsent_limit, STREAM_BUFFER};
+use braid_core::stream::split::{
+    receiver_config, stream_config, unsent_limit, CHUNK_PAYLOAD, STREAM_BUFFER,
+};
 use braid_core::stream::{StreamReceiver, StreamSender};
 use braid_core::time::earliest;
 use braid_core::{Instant, PathId};
@@ -108,6 +110,25 @@ pub struct SplitEnd {
     /// end since: `relay` would change nothing again ([`SplitEnd::relay`]).
     quiet: Option<Instant>,
     stats: SplitStats,
+    /// Per path, what the stream sent and had acknowledged since [`SplitEnd::meter`].
+    meter: Vec<Meter>,
+}
+
+/// One path's stream traffic not yet told to the tunnel's session ([`SplitEnd::meter`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Meter {
+    sent: u64,
+    datagrams: u64,
+    /// The stream's acknowledged payload bytes when last told.
+    acked: u64,
+}
+
+/// A DATA chunk's bytes on the wire beyond its payload and the UDP/IP overhead: the tag,
+/// the chunk header and split-TCP's frame header, about.
+const CHUNK_WIRE: usize = 24;
+
+fn path_id(i: usize) -> PathId {
+    PathId::try_from(i).unwrap_or(PathId::MAX)
 }
 
 impl SplitEnd {
@@ -145,6 +166,7 @@ impl SplitEnd {
             emit_buf: Vec::with_capacity(MAX_DATA + 16),
             quiet: None,
             stats: SplitStats::default(),
+            meter: vec![Meter::default(); paths],
         })
     }
 
@@ -224,7 +246,37 @@ impl SplitEnd {
         out.clear();
         out.push(TAG);
         out.extend_from_slice(&self.frame);
+        if let Some(m) = self.meter.get_mut(usize::from(path)) {
+            m.sent += out.len() as u64;
+            m.datagrams += 1;
+        }
         Some(path)
+    }
+
+    /// Tells this end's tunnel `session` what the stream did on each path since the last
+    /// call (bytes on the wire with `overhead` per datagram) and holds the paths its
+    /// metering holds, as the daemons do (`braid_net::split_tcp`'s metered uplinks). Only
+    /// where the session meters.
+    pub fn meter(&mut self, now: Instant, session: &mut braid_core::Session, overhead: usize) {
+        if !session.is_metering() {
+            return;
+        }
+        // A chunk's wire bytes per payload byte, for what the stream delivered.
+        let per_payload = (CHUNK_PAYLOAD + CHUNK_WIRE + overhead) as f64 / CHUNK_PAYLOAD as f64;
+        for (i, m) in self.meter.iter_mut().enumerate() {
+            let acked = self.tx.stats().acked_bytes[i];
+            let acked_wire = ((acked - m.acked) as f64 * per_payload) as u64;
+            let sent = m.sent + m.datagrams * overhead as u64;
+            m.acked = acked;
+            (m.sent, m.datagrams) = (0, 0);
+            let full = self.tx.window_full(i);
+            session.note_foreign_traffic(now, path_id(i), sent, acked_wire, full);
+            let held = session.stream_held(path_id(i));
+            if held != self.tx.is_held(i) {
+                self.tx.set_held(i, held);
+                self.quiet = None;
+            }
+        }
     }
 
     pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
