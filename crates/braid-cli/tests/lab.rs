@@ -47,7 +47,9 @@ fn braid_carries_a_download_over_every_emulated_path() {
 /// on the metered uplink, the gateway is killed with SIGKILL (nothing runs at exit) and
 /// started again, and its count resumes from the state file, within what one save
 /// interval can miss. Its cap, lowered to just above that count, then holds: a second
-/// upload crosses on the cheap uplink while the metered one carries only heartbeats.
+/// upload and a download cross on the cheap uplink while the metered one carries only
+/// heartbeats. TCP crosses as split-TCP (the default), whose stream both daemons hold on
+/// the metered uplink.
 #[test]
 fn metered_counts_survive_a_crash_and_the_cap_holds() {
     use braid_lab::apps::iperf;
@@ -90,14 +92,15 @@ fn metered_counts_survive_a_crash_and_the_cap_holds() {
     };
     let mut tunnel = BraidTunnel::start_configured(&lab, &BraidSettings::default(), &keys).unwrap();
     let state = tunnel.dir().join("meter.json");
-    let upload = |port: u16| {
+    let transfer = |port: u16, download: bool| {
         let server = iperf::start_server(&lab.internet, port, false).unwrap();
         let mut test = iperf::IperfTest::tcp(INTERNET, port, 4);
-        test.download = false;
+        test.download = download;
         let r = iperf::run(&lab.client, &test);
         drop(server);
         r.unwrap()
     };
+    let upload = |port: u16| transfer(port, false);
     let lte = |t: &BraidTunnel| {
         let s = t.status("gateway").unwrap();
         let m = s["sessions"][0]["paths"][1]["meter"].clone();
@@ -143,6 +146,10 @@ fn metered_counts_survive_a_crash_and_the_cap_holds() {
     assert_eq!(resumed["held"], true, "{resumed}");
     let r = upload(5202);
     assert!(r.goodput_mbps > 1.0, "{r:?}");
+    // A download too: the server keeps to the cap the gateway announced, counted both
+    // ways at the gateway.
+    let down = transfer(5203, true);
+    assert!(down.goodput_mbps > 1.0, "{down:?}");
     let end = lte(&tunnel)["period_bytes"].as_u64().unwrap();
     assert!(
         end < after_restart + slack,
@@ -153,7 +160,7 @@ fn metered_counts_survive_a_crash_and_the_cap_holds() {
     assert!(end <= cap, "{end} over the cap {cap}");
     eprintln!(
         "metered uplink: counted {before} B, saved {saved} B, resumed at {after_restart} B, \
-         {end} B after a second upload of {:.2} Mbit/s (cap {cap} B)",
-        r.goodput_mbps
+         {end} B after a second upload of {:.2} Mbit/s and a download of {:.2} (cap {cap} B)",
+        r.goodput_mbps, down.goodput_mbps
     );
 }

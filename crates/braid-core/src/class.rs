@@ -201,16 +201,11 @@ pub fn splits(classes: &[ClassConfig], tcp_transport: Transport, info: &PacketIn
     transport == Transport::SplitTcp
 }
 
-/// How TCP in no class crosses when the configuration does not say: split-TCP, except
-/// where paths are metered. The stream does not keep to the metered paths' budgets
-/// ([`crate::metered`] acts on the tunnel's scheduler), so there the tunnel carries TCP
-/// (osctp-table1 and cap-month measure the budgets).
-pub fn default_tcp_transport(metered: bool) -> Transport {
-    if metered {
-        Transport::Packet
-    } else {
-        Transport::SplitTcp
-    }
+/// How TCP in no class crosses when the configuration does not say: split-TCP, metered
+/// paths included (the stream keeps to their budgets through the tunnel's session,
+/// `Session::note_foreign_traffic`).
+pub fn default_tcp_transport() -> Transport {
+    Transport::SplitTcp
 }
 
 /// Whether any TCP connection can cross as split-TCP under these settings.

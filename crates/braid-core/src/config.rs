@@ -559,8 +559,8 @@ pub struct Config {
     pub classes: Vec<crate::class::ClassConfig>,
     /// How the TCP connections of flows in no class cross: split at the gateway and carried
     /// on the multipath stream (the default: bulk goodput and web completion times both
-    /// measured better than the packet tunnel's, docs/benchmarks.md; the tunnel where
-    /// paths are metered, [`crate::class::default_tcp_transport`]), or inside the packet
+    /// measured better than the packet tunnel's, docs/benchmarks.md,
+    /// [`crate::class::default_tcp_transport`]), or inside the packet
     /// tunnel. The engine itself carries packets only; the daemons and the simulator read
     /// this to decide which connections they split ([`crate::class::splits`]).
     pub tcp_transport: crate::class::Transport,

@@ -321,16 +321,30 @@ impl Session {
         }
     }
 
-    /// Whether split-TCP's stream may not send on `path` now: a metered path held by the
-    /// session's budget or cap, or by the budget of the class of TCP in no class where
-    /// classes have their own ([`Session::note_foreign_traffic`]).
-    pub fn stream_held(&self, path: PathId) -> bool {
+    /// What split-TCP's stream may still send on `path` (bytes on the wire, the stream's
+    /// datagrams with their UDP and IP headers), `None` for no limit: on a metered path
+    /// nothing while the session holds it, else the least of what is left of its budget
+    /// this interval, of the budget of the class of TCP in no class where classes have
+    /// their own, and of its cap less what heartbeats will need
+    /// ([`Session::note_foreign_traffic`]). A snapshot: the stream counts its datagrams
+    /// against it until the next call (`StreamSender::set_allowance`).
+    pub fn stream_allowance(&self, now: Instant, path: PathId) -> Option<u64> {
+        let pi = self.index.get(usize::from(path)).copied().flatten()?;
+        self.metering
+            .as_ref()?
+            .stream_allowance(now, usize::from(pi))
+    }
+
+    /// Whether split-TCP's stream should send its SACKs on another path than `path`: a
+    /// metered path whose cap this end has spent (its bytes both ways count against it),
+    /// while another path is usable (`StreamReceiver::set_avoided`).
+    pub fn stream_acks_avoid(&self, now: Instant, path: PathId) -> bool {
         let Some(pi) = self.index.get(usize::from(path)).copied().flatten() else {
             return false;
         };
         let pi = usize::from(pi);
-        self.paths[pi].is_metered_hold()
-            || (self.metering.as_ref()).is_some_and(|m| !m.class_may_send(0, pi))
+        (self.metering.as_ref()).is_some_and(|m| m.is_cap_spent(now, pi))
+            && (self.paths.iter().enumerate()).any(|(i, p)| i != pi && p.is_usable())
     }
 
     /// Whether the session meters paths (its own configuration, or the gateway's

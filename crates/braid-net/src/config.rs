@@ -358,11 +358,6 @@ fn friendly(msg: &str) -> String {
 }
 
 impl GatewayConfig {
-    /// Whether the engine budgets metered uplinks: `[engine.metering]` or a metered uplink.
-    pub fn is_metered(&self) -> bool {
-        self.engine.metering.is_some() || self.uplinks.iter().any(|u| u.metered)
-    }
-
     /// Reads and checks a gateway config file (text only; see [`Self::check_system`]).
     pub fn load(path: &Path) -> Result<GatewayConfig, ConfigError> {
         let (file, raw) = read::<GatewayFile>(path)?;
@@ -798,13 +793,13 @@ pub fn engine_config(e: &EngineSection, mtu: u16, session_id: u32) -> Config {
         c.capacity_interval = ms(v);
     }
     c.metering = braid_core::metered::MeteringSection::config(e.metering.as_ref(), &e.classes, &[]);
-    c.tcp_transport = tcp_transport(e, c.metering.is_some());
+    c.tcp_transport = tcp_transport(e);
     c
 }
 
 /// How TCP in no class crosses under `e`: its `tcp_transport`, else the engine's default
-/// for a session with or without metered paths ([`braid_core::class::default_tcp_transport`]).
-pub fn tcp_transport(e: &EngineSection, metered: bool) -> braid_core::class::Transport {
+/// ([`braid_core::class::default_tcp_transport`]).
+pub fn tcp_transport(e: &EngineSection) -> braid_core::class::Transport {
     e.tcp_transport
-        .unwrap_or_else(|| braid_core::class::default_tcp_transport(metered))
+        .unwrap_or_else(braid_core::class::default_tcp_transport)
 }

@@ -213,7 +213,12 @@ impl Gateway {
                 .min(self.sec.timeout())
                 .min(next_rescan)
                 .min(next_rejoin)
-                .min(next_snapshot);
+                .min(next_snapshot)
+                .min(if self.stream_metered() {
+                    now + crate::split_tcp::arrivals::METER_TICK
+                } else {
+                    Instant::MAX
+                });
             let timeout = if busy {
                 Duration::ZERO
             } else {
@@ -258,6 +263,7 @@ impl Gateway {
             if let Some(s) = self.session.as_mut() {
                 s.handle_timeout(now);
             }
+            self.meter_stream(now);
             self.transmit(now);
             self.deliver()?;
             self.handle_events();
@@ -314,6 +320,26 @@ impl Gateway {
         }
         self.tx.flush(&self.sockets);
         Ok(true)
+    }
+
+    /// Hands split-TCP's stream traffic per uplink to the session's metering and gives
+    /// back what it lets the stream send on each ([`crate::split_tcp::arrivals`]).
+    fn meter_stream(&mut self, now: Instant) {
+        let (Some(a), Some(s)) = (&self.arrivals, self.session.as_mut()) else {
+            return;
+        };
+        for i in 0..self.uplinks.len() {
+            let path = i as PathId;
+            a.meter(i, |t| {
+                s.note_foreign_traffic(now, path, t.sent, t.acked, t.full);
+                s.stream_allowance(now, path)
+            });
+        }
+    }
+
+    /// Whether split-TCP's stream runs beside a metering session.
+    fn stream_metered(&self) -> bool {
+        self.arrivals.is_some() && self.session.as_ref().is_some_and(Session::is_metering)
     }
 
     /// Receives datagrams on uplink `i` into the engine. True when the budget ran out.
@@ -824,7 +850,7 @@ fn new_session(
     let mut c = config::engine_config(&cfg.engine, mtu, session_id);
     c.metering = metered_uplinks(cfg, Clock::unix_time().as_secs());
     // As the split-TCP service decided it (`split_tcp::SplitTcp::gateway`).
-    c.tcp_transport = config::tcp_transport(&cfg.engine, cfg.is_metered());
+    c.tcp_transport = config::tcp_transport(&cfg.engine);
     c.datagram_overhead = udp_overhead(cfg.server_endpoint) + envelope_overhead;
     c.seed = u64::from(crate::system::random_u32());
     c.flow_hash_seed = crate::system::random_u64();

@@ -108,19 +108,32 @@ impl Server {
         self.arrivals = Some(a);
     }
 
-    /// Hands the stream's arrivals to the session of the gateway they came from.
-    fn take_arrivals(&mut self) {
+    /// Hands the stream's arrivals and traffic to the session of the gateway they came
+    /// from, and back what its metering lets the stream send on each path.
+    fn take_arrivals(&mut self, now: Instant) {
         let Some(a) = &self.arrivals else { return };
-        let (sec, peers) = (&self.sec, &mut self.peers);
-        a.take_all(|key, path, bytes| {
-            if let Some(p) = peers
+        let (sec, peers, touched) = (&self.sec, &mut self.peers, &mut self.touched);
+        a.take_all(|key, path, bytes, t| {
+            let (id, p) = peers
                 .iter_mut()
-                .find(|(id, _)| sec.session_peer(**id).as_ref() == Some(key))
-                .map(|(_, p)| p)
-            {
+                .find(|(id, _)| sec.session_peer(**id).as_ref() == Some(key))?;
+            if bytes > 0 {
                 p.session.note_foreign_arrivals(path, bytes);
             }
+            if p.session.is_metering() {
+                // A hold lifted may let the tunnel send too.
+                touched.push(*id);
+            }
+            p.session
+                .note_foreign_traffic(now, path, t.sent, t.acked, t.full);
+            p.session.stream_allowance(now, path)
         });
+    }
+
+    /// Whether split-TCP's stream runs beside a metering session: its allowances are then
+    /// exchanged at least every [`crate::split_tcp::arrivals::METER_TICK`].
+    fn stream_metered(&self) -> bool {
+        self.arrivals.is_some() && self.peers.values().any(|p| p.session.is_metering())
     }
 
     /// Sets everything up: the TUN device with the server's address, the UDP socket,
@@ -244,6 +257,11 @@ impl Server {
                 .min()
                 .unwrap_or(Instant::MAX)
                 .min(next_snapshot)
+                .min(if self.stream_metered() {
+                    now + crate::split_tcp::arrivals::METER_TICK
+                } else {
+                    Instant::MAX
+                })
                 .min(match &self.sec {
                     ServerSecurity::Noise(s) => s.poll_timeout().unwrap_or(Instant::MAX),
                     ServerSecurity::Plaintext => Instant::MAX,
@@ -283,6 +301,7 @@ impl Server {
                 s.handle_timeout(now);
             }
             self.security_events(now);
+            self.take_arrivals(now);
             for (id, p) in self.peers.iter_mut() {
                 if p.session.poll_timeout().is_some_and(|t| t <= now) {
                     p.session.handle_timeout(now);
@@ -300,7 +319,7 @@ impl Server {
     }
 
     fn drain_udp(&mut self, now: Instant) -> bool {
-        self.take_arrivals();
+        self.take_arrivals(now);
         let mut rx = std::mem::take(&mut self.rx);
         let mut more = true;
         for _ in 0..BUDGET / 4 {

@@ -339,7 +339,7 @@ impl Scenario {
         c.tcp_transport = self
             .engine
             .tcp_transport
-            .unwrap_or_else(|| braid_core::class::default_tcp_transport(c.metering.is_some()));
+            .unwrap_or_else(braid_core::class::default_tcp_transport);
         c
     }
 

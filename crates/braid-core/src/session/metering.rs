@@ -57,6 +57,17 @@ enum Seen {
     Back(f64),
 }
 
+impl Meter {
+    /// Whether the cap has no room for a datagram of `max_datagram` bytes beside what
+    /// heartbeats will need (`control_bytes_per_s`) over the rest of its period.
+    fn cap_spent(&self, now: Instant, max_datagram: u64, control_bytes_per_s: f64) -> bool {
+        self.cap.is_some_and(|(left, ends)| {
+            let t = ends.saturating_duration_since(now).as_secs_f64();
+            left < max_datagram + (control_bytes_per_s * t) as u64
+        })
+    }
+}
+
 impl Seen {
     /// What `p`, a cheap path predicted to carry `predicted` bit/s, carries now. A path
     /// that came back mid-interval is judged by its capacity estimate, the engine's own
@@ -235,13 +246,7 @@ impl Metering {
             if !m.metered {
                 continue;
             }
-            let reserve = |ends: Instant| {
-                let t = ends.saturating_duration_since(now).as_secs_f64();
-                (self.control_bytes_per_s * t) as u64
-            };
-            let cap_spent = m
-                .cap
-                .is_some_and(|(left, ends)| left < self.max_datagram + reserve(ends));
+            let cap_spent = m.cap_spent(now, self.max_datagram, self.control_bytes_per_s);
             // Only whole datagrams within the budget: a metered byte past it is one the
             // model did not buy (osctp-table1: 1.079 of the oracle with one datagram of
             // slack per interval).
@@ -285,6 +290,33 @@ impl Metering {
                 c.replan(now, &seen, &capacity);
             }
         }
+    }
+
+    /// Whether path position `pi` is metered with its cap spent (its bytes both ways count).
+    pub(super) fn is_cap_spent(&self, now: Instant, pi: usize) -> bool {
+        (self.meters.get(pi)).is_some_and(|m| {
+            m.metered && m.cap_spent(now, self.max_datagram, self.control_bytes_per_s)
+        })
+    }
+
+    /// What split-TCP's stream may still send on path position `pi`
+    /// ([`Session::stream_allowance`]).
+    pub(super) fn stream_allowance(&self, now: Instant, pi: usize) -> Option<u64> {
+        let m = self.meters.get(pi).filter(|m| m.metered)?;
+        if m.hold {
+            return Some(0);
+        }
+        let left = |p: &Planner| p.budget(pi).map_or(0, |b| b.remaining());
+        let mut allowance = left(&self.planner);
+        if let Some(class) = self.classes.first() {
+            allowance = allowance.min(left(class));
+        }
+        if let Some((cap_left, ends)) = m.cap {
+            let t = ends.saturating_duration_since(now).as_secs_f64();
+            let reserve = (self.control_bytes_per_s * t) as u64;
+            allowance = allowance.min(cap_left.saturating_sub(reserve));
+        }
+        Some(allowance)
     }
 
     /// Whether the path at position `pi` is metered (its bytes cost).

@@ -88,11 +88,18 @@ pub struct SenderPath {
     /// Fast-retransmit cuts on the path so far; the latest one's undo state.
     pub episode: u64,
     pub cut_undo: Option<CutUndo>,
-    /// Takes no chunk ([`super::StreamSender::set_held`]).
-    pub held: bool,
+    /// Bytes of datagrams it may still carry, or no limit
+    /// ([`super::StreamSender::set_allowance`]).
+    pub allowance: Option<u64>,
 }
 
 impl SenderPath {
+    /// Whether its allowance leaves no room for a whole chunk of `mtu` payload bytes.
+    pub fn held(&self, mtu: u64) -> bool {
+        self.allowance
+            .is_some_and(|a| a < mtu + super::chunk::DATA_HEADER as u64)
+    }
+
     pub fn new(window: Window, rto: RtoParams) -> Self {
         SenderPath {
             window,
@@ -115,7 +122,7 @@ impl SenderPath {
             rack: Rack::default(),
             episode: 0,
             cut_undo: None,
-            held: false,
+            allowance: None,
         }
     }
 

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::chunk::{Chunk, Sack};
-use super::congestion::{Coupling, LossResponse, Window};
+use super::congestion::{Coupling, DelayBound, LossResponse, Window};
 use super::path::{CutUndo, Failover, SenderPath};
 use super::rack::{Delivered, DUP_THRESH};
 use super::sched::{Candidate, Picker};
@@ -221,19 +221,27 @@ impl StreamSender {
         self.paths[p].failed.is_some()
     }
 
-    /// Holds path `p` (a metered path whose budget is spent, or whose turn has not come:
-    /// oSCTP §IV-F, `session/metering.rs`) or releases it. A held path takes no chunk, new
-    /// or resent, not even a fast retransmission; what it has in flight is acknowledged or
+    /// Limits what path `p` may carry to `bytes` of datagrams from now (a metered path's
+    /// budget or cap left: oSCTP §IV-F, `Session::stream_allowance`), or lifts the limit
+    /// (`None`). A path without room for a whole chunk is held: it takes no chunk, new or
+    /// resent, not even a fast retransmission; what it has in flight is acknowledged or
     /// recovered as before, and its heartbeats still go. With every live path held the
-    /// stream waits, as packet mode's send queue does.
-    pub fn set_held(&mut self, p: usize, held: bool) {
+    /// stream waits, as packet mode's send queue does. Each datagram sent on the path
+    /// counts against the allowance until the next call.
+    pub fn set_allowance(&mut self, p: usize, bytes: Option<u64>) {
         if let Some(path) = self.paths.get_mut(p) {
-            path.held = held;
+            path.allowance = bytes;
         }
     }
 
+    /// Holds path `p` (an allowance of nothing) or lifts its limit.
+    pub fn set_held(&mut self, p: usize, held: bool) {
+        self.set_allowance(p, held.then_some(0));
+    }
+
     pub fn is_held(&self, p: usize) -> bool {
-        self.paths.get(p).is_some_and(|p| p.held)
+        let mtu = self.config.mtu as u64;
+        self.paths.get(p).is_some_and(|p| p.held(mtu))
     }
 
     /// Whether path `p`'s window is full (its flight at or above its window): a cheap path
@@ -283,7 +291,8 @@ impl StreamSender {
         };
         // No window open and nothing that bypasses them: every scheduler waits (a pick
         // with no open path changes nothing), so the backlog need not be weighed.
-        if (self.paths.iter()).all(|p| p.held || (!fast && p.flight >= p.window.cwnd())) {
+        let mtu = self.config.mtu as u64;
+        if (self.paths.iter()).all(|p| p.held(mtu) || (!fast && p.flight >= p.window.cwnd())) {
             return None;
         }
         let backlog = (self.pending.len() + self.waiting_beyond) as u64
@@ -297,8 +306,8 @@ impl StreamSender {
         let mut candidates = std::mem::take(&mut self.candidates);
         candidates.clear();
         candidates.extend(self.paths.iter().map(|p| Candidate {
-            live: !p.held && (p.failed.is_none() || all_failed),
-            open: !p.held && (fast || p.flight < p.window.cwnd()),
+            live: !p.held(mtu) && (p.failed.is_none() || all_failed),
+            open: !p.held(mtu) && (fast || p.flight < p.window.cwnd()),
             srtt: p.srtt(),
             rttvar: p.rto.rttvar(),
             rate: p.rate(),
@@ -362,6 +371,9 @@ impl StreamSender {
             payload: &sent.payload,
         }
         .emit(out);
+        if let Some(a) = self.paths[p].allowance.as_mut() {
+            *a = a.saturating_sub(out.len() as u64);
+        }
         Some(p as PathId)
     }
 
@@ -515,11 +527,8 @@ impl StreamSender {
                     path.own_min_rtt = Some(min);
                     path.window.on_rtt(s.psn, path.next_psn, rtt, min);
                 }
-                path.windowed_min_rtt.update(
-                    now,
-                    now - s.sent_at,
-                    super::congestion::DelayBound::MIN_RTT_WINDOW,
-                );
+                path.windowed_min_rtt
+                    .update(now, now - s.sent_at, DelayBound::MIN_RTT_WINDOW);
             }
         }
         for &(p, episode) in spurious.iter() {
@@ -556,7 +565,9 @@ impl StreamSender {
             if bytes[p] > 0 && may_advance && was_full && path.recover_psn.is_none() {
                 path.window.on_ack(bytes[p], coupling);
             }
-            if let (Some(bound), Some(m)) = (self.config.delay_bound, max_psn) {
+            // A metered path's queue is paid for: bounded there whatever the config says.
+            let metered = path.allowance.map(|_| DelayBound::METERED);
+            if let (Some(bound), Some(m)) = (self.config.delay_bound.or(metered), max_psn) {
                 if path.failed.is_none() && path.apply_delay_bound(bound, m) {
                     self.stats.delay_cuts += 1;
                 }

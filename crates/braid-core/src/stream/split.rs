@@ -35,6 +35,26 @@ pub const GAP_BLOCKS: usize = 32;
 /// 1500-byte path MTU.
 pub const CHUNK_PAYLOAD: usize = 1400;
 
+/// A full DATA chunk's datagram as the stream writes it: payload and chunk header.
+const CHUNK_DATAGRAM: u64 = (CHUNK_PAYLOAD + super::chunk::DATA_HEADER) as u64;
+
+/// The bytes on the wire of `payload` acknowledged payload bytes in full chunks, with
+/// `outside` bytes per datagram around the stream's own (the driver's tag or envelope and
+/// seal, UDP and IP): what the stream delivered on a path as the tunnel's session counts
+/// its own (`Session::note_foreign_traffic`).
+pub fn acked_wire_bytes(payload: u64, outside: usize) -> u64 {
+    let wire = u128::from(CHUNK_DATAGRAM) + outside as u128;
+    (u128::from(payload) * wire / CHUNK_PAYLOAD as u128) as u64
+}
+
+/// The stream's own datagram bytes in `wire` bytes on the wire of full chunks, with
+/// `outside` bytes per datagram around them: what a wire allowance
+/// (`Session::stream_allowance`) lets the stream send (`StreamSender::set_allowance`).
+pub fn stream_bytes_of_wire(wire: u64, outside: usize) -> u64 {
+    let datagram = u128::from(CHUNK_DATAGRAM);
+    (u128::from(wire) * datagram / (datagram + outside as u128)) as u64
+}
+
 /// The sending end's options of a split-TCP stream (also what `trace-stream` measures and
 /// what `braid send` uses): oSCTP's, with random losses keeping the window and RACK's
 /// reordering allowance ([`FastRetransmit::Rack`], RFC 8985) in place of SD-FRT's count,

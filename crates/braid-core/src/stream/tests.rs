@@ -1084,3 +1084,29 @@ fn a_held_path_takes_no_chunk_until_released() {
     s.set_held(1, false);
     assert_eq!(s.poll_transmit(Instant::from_millis(50), &mut buf), Some(1));
 }
+
+/// An allowance lets a path carry that many bytes of datagrams and no more: the chunks
+/// that fit, then nothing until it is raised.
+#[test]
+fn an_allowance_caps_what_a_path_carries() {
+    let mtu = StreamConfig::default().mtu;
+    let mut s = StreamSender::new(StreamConfig::default(), 1);
+    s.write(&pattern(8 * mtu));
+    let mut buf = Vec::new();
+    let chunk = {
+        let mut probe = StreamSender::new(StreamConfig::default(), 1);
+        probe.write(&pattern(mtu));
+        probe.poll_transmit(Instant::ZERO, &mut buf);
+        buf.len() as u64
+    };
+    s.set_allowance(0, Some(2 * chunk + 10));
+    let mut sent = 0;
+    while s.poll_transmit(Instant::ZERO, &mut buf).is_some() {
+        sent += 1;
+    }
+    assert_eq!(sent, 2);
+    assert!(s.is_held(0));
+    s.set_allowance(0, None);
+    assert!(!s.is_held(0));
+    assert!(s.poll_transmit(Instant::ZERO, &mut buf).is_some());
+}

@@ -63,7 +63,7 @@ impl SplitTcp {
     /// where it cannot run (no routed prefix, no nftables, an uplink through a relay): TCP
     /// then crosses in the tunnel.
     pub fn gateway(cfg: &GatewayConfig) -> Result<Option<SplitTcp>, DaemonError> {
-        let transport = tcp_transport(&cfg.engine, cfg.is_metered());
+        let transport = tcp_transport(&cfg.engine);
         if !braid_core::class::any_split(&cfg.engine.classes, transport) {
             return Ok(None);
         }
@@ -127,8 +127,7 @@ impl SplitTcp {
     /// The server's service when any TCP crosses as split-TCP: a UDP socket on the listen
     /// port + 1.
     pub fn server(cfg: &ServerConfig) -> Result<Option<SplitTcp>, DaemonError> {
-        // A gateway's metered uplinks are its own: the server listens for any gateway.
-        if !braid_core::class::any_split(&cfg.engine.classes, tcp_transport(&cfg.engine, false)) {
+        if !braid_core::class::any_split(&cfg.engine.classes, tcp_transport(&cfg.engine)) {
             return Ok(None);
         }
         let at = port_beside(cfg.listen);

@@ -38,7 +38,19 @@ use mio::net::{TcpListener, TcpStream, UdpSocket};
 use mio::{Events, Interest, Poll, Token};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::arrivals::{Arrivals, PeerArrivals};
+use super::arrivals::{Arrivals, PeerArrivals, Traffic, METER_TICK, WIRE_OVERHEAD};
+use braid_core::stream::split::{acked_wire_bytes, stream_bytes_of_wire};
+
+/// Bytes around each of the stream's datagrams on the wire: the envelope, `sealing` bytes
+/// of the security layer, UDP and IP.
+fn outside(sealing: usize) -> usize {
+    WIRE_OVERHEAD as usize + ENVELOPE + sealing
+}
+
+/// The stream's own datagram bytes in an allowance of `wire` bytes on the wire.
+fn stream_bytes(wire: u64, sealing: usize) -> u64 {
+    stream_bytes_of_wire(wire, outside(sealing))
+}
 use super::redirect::{original_destination, Ports};
 use super::session::{Conn, Request, Session};
 use crate::clock::Clock;
@@ -336,7 +348,13 @@ impl GatewayLoop {
                 .unwrap_or(Instant::MAX)
                 .min(self.next_keepalive)
                 .min(self.sec.timeout());
-            let timeout = wake.saturating_duration_since(now).min(TICK);
+            // A held uplink is looked at again soon: its hold lifts with the next interval.
+            let tick = if self.session.any_held() {
+                METER_TICK
+            } else {
+                TICK
+            };
+            let timeout = wake.saturating_duration_since(now).min(tick);
             if self.poll.poll(&mut events, Some(timeout)).is_err() {
                 continue;
             }
@@ -510,6 +528,21 @@ impl GatewayLoop {
             .is_some_and(|s| s.send_to(d, self.server).is_ok());
         if !ok {
             self.refused.drops.send_errors += 1;
+        } else if let Some(a) = &self.arrivals {
+            a.sent(i, d.len());
+        }
+    }
+
+    /// Tells the tunnel's loop what the stream delivered on each uplink and whether its
+    /// window there is full, and limits each uplink to what the tunnel's metering allows.
+    fn exchange_meters(&mut self) {
+        let Some(a) = &self.arrivals else { return };
+        for i in 0..self.sockets.len() {
+            let (acked, full) = self.session.meter(i);
+            let sealing = self.sec.overhead();
+            let wire = acked_wire_bytes(acked, outside(sealing));
+            let allowance = a.exchange(i, wire, full);
+            (self.session).set_allowance(i, allowance.map(|w| stream_bytes(w, sealing)));
         }
     }
 
@@ -530,6 +563,7 @@ impl GatewayLoop {
         if self.id == 0 {
             return;
         }
+        self.exchange_meters();
         while let Some(p) = self.session.poll_transmit(now, out) {
             if usize::from(p) >= self.sockets.len() {
                 continue;
@@ -612,6 +646,8 @@ struct Peer {
     /// Per path, the stream's datagrams sent before the gateway's first datagram on that
     /// path told its address (at most [`WAITING`]); they leave when it arrives.
     waiting: Vec<Vec<(u8, Vec<u8>)>>,
+    /// Per path, bytes sent since the tunnel's loop was last told ([`super::arrivals`]).
+    sent: Vec<u64>,
 }
 
 impl Peer {
@@ -621,6 +657,7 @@ impl Peer {
             session: Session::new(n, now),
             addrs: vec![None; n],
             waiting: vec![Vec::new(); n],
+            sent: vec![0; n],
         }
     }
 
@@ -730,7 +767,9 @@ impl ServerLoop {
                 .chain(sec_wake)
                 .min()
                 .unwrap_or(Instant::MAX);
-            let timeout = wake.saturating_duration_since(now).min(TICK);
+            let held = self.peers.values().any(|p| p.session.any_held());
+            let tick = if held { METER_TICK } else { TICK };
+            let timeout = wake.saturating_duration_since(now).min(tick);
             if self.poll.poll(&mut events, Some(timeout)).is_err() {
                 continue;
             }
@@ -789,6 +828,7 @@ impl ServerLoop {
                 for t in closed.drain(..) {
                     self.tokens.remove(&t);
                 }
+                self.exchange_meters(pid, &mut peer);
                 while let Some(path) = peer.session.poll_transmit(now, &mut out) {
                     self.send_sealed(now, pid, &mut peer, 0, path, &out, &mut dgram);
                 }
@@ -973,8 +1013,34 @@ impl ServerLoop {
         };
         let len = pack(dgram, self.sec.headroom(), self.sec.overhead(), &e, chunk);
         match self.sec.seal(now, session, path, dgram, len) {
-            Some(n) if self.socket.send_to(&dgram[..n], to).is_ok() => {}
+            Some(n) if self.socket.send_to(&dgram[..n], to).is_ok() => {
+                if let Some(s) = peer.sent.get_mut(p) {
+                    *s += n as u64 + WIRE_OVERHEAD;
+                }
+            }
             _ => self.refused.drops.send_errors += 1,
+        }
+    }
+
+    /// Tells the tunnel's loop what gateway session `pid`'s stream sent and delivered on
+    /// each path and whether its window there is full, and limits each path to what the
+    /// tunnel's metering allows ([`super::arrivals`]).
+    fn exchange_meters(&self, pid: u32, peer: &mut Peer) {
+        let Some(a) = &self.arrivals else { return };
+        let Some(key) = self.sec.session_peer(pid) else {
+            return;
+        };
+        for (i, sent) in peer.sent.iter_mut().enumerate() {
+            let (acked, full) = peer.session.meter(i);
+            let t = Traffic {
+                sent: std::mem::take(sent),
+                acked: acked_wire_bytes(acked, outside(self.sec.overhead())),
+                full,
+            };
+            let Ok(path) = PathId::try_from(i) else { break };
+            let allowance = a.exchange(&key, path, t);
+            let sealing = self.sec.overhead();
+            (peer.session).set_allowance(i, allowance.map(|w| stream_bytes(w, sealing)));
         }
     }
 

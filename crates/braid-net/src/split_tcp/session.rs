@@ -95,6 +95,9 @@ pub struct Session {
     paths: usize,
     /// The connection whose bytes went onto the stream last.
     last_read: u32,
+    /// Per path, the stream's acknowledged payload bytes when [`Session::meter`] last read
+    /// them.
+    acked_marks: Vec<u64>,
 }
 
 /// What the loop must do for a session beyond relaying.
@@ -117,7 +120,32 @@ impl Session {
             stats: SessionStats::default(),
             paths,
             last_read: 0,
+            acked_marks: vec![0; paths],
         }
+    }
+
+    /// For the tunnel's metering (`Session::note_foreign_traffic` in braid-core): the
+    /// payload bytes the stream had acknowledged on `path` since the last call, and whether
+    /// its window there is full.
+    pub fn meter(&mut self, path: usize) -> (u64, bool) {
+        let acked = self.tx.stats().acked_bytes.get(path).copied().unwrap_or(0);
+        let Some(mark) = self.acked_marks.get_mut(path) else {
+            return (0, false);
+        };
+        let delta = acked.saturating_sub(*mark);
+        *mark = acked;
+        (delta, self.tx.window_full(path))
+    }
+
+    /// Limits what the stream may send on `path` (bytes of its datagrams; a metered
+    /// uplink's budget or cap left), `None` for no limit.
+    pub fn set_allowance(&mut self, path: usize, bytes: Option<u64>) {
+        self.tx.set_allowance(path, bytes);
+    }
+
+    /// Whether the stream is held on any path.
+    pub fn any_held(&self) -> bool {
+        (0..self.paths).any(|p| self.tx.is_held(p))
     }
 
     /// A stream chunk arrived on `path`: DATA and HEARTBEAT go to the receiving end, SACK

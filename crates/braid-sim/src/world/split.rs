@@ -23,7 +23,8 @@ use std::net::SocketAddr;
 use braid_core::class::{ClassConfig, Transport};
 use braid_core::stream::frame::{Frame, MAX_DATA};
 use braid_core::stream::split::{
-    receiver_config, stream_config, unsent_limit, CHUNK_PAYLOAD, STREAM_BUFFER,
+    acked_wire_bytes, receiver_config, stream_bytes_of_wire, stream_config, unsent_limit,
+    STREAM_BUFFER,
 };
 use braid_core::stream::{StreamReceiver, StreamSender};
 use braid_core::time::earliest;
@@ -122,10 +123,6 @@ struct Meter {
     /// The stream's acknowledged payload bytes when last told.
     acked: u64,
 }
-
-/// A DATA chunk's bytes on the wire beyond its payload and the UDP/IP overhead: the tag,
-/// the chunk header and split-TCP's frame header, about.
-const CHUNK_WIRE: usize = 24;
 
 fn path_id(i: usize) -> PathId {
     PathId::try_from(i).unwrap_or(PathId::MAX)
@@ -254,26 +251,27 @@ impl SplitEnd {
     }
 
     /// Tells this end's tunnel `session` what the stream did on each path since the last
-    /// call (bytes on the wire with `overhead` per datagram) and holds the paths its
-    /// metering holds, as the daemons do (`braid_net::split_tcp`'s metered uplinks). Only
-    /// where the session meters.
+    /// call (bytes on the wire with [`TAG`] and `overhead` per datagram) and limits each path to what
+    /// its metering allows, as the daemons do (`braid_net::split_tcp`'s metered uplinks).
+    /// Only where the session meters.
     pub fn meter(&mut self, now: Instant, session: &mut braid_core::Session, overhead: usize) {
         if !session.is_metering() {
             return;
         }
-        // A chunk's wire bytes per payload byte, for what the stream delivered.
-        let per_payload = (CHUNK_PAYLOAD + CHUNK_WIRE + overhead) as f64 / CHUNK_PAYLOAD as f64;
         for (i, m) in self.meter.iter_mut().enumerate() {
             let acked = self.tx.stats().acked_bytes[i];
-            let acked_wire = ((acked - m.acked) as f64 * per_payload) as u64;
+            let acked_wire = acked_wire_bytes(acked - m.acked, overhead + 1);
             let sent = m.sent + m.datagrams * overhead as u64;
             m.acked = acked;
             (m.sent, m.datagrams) = (0, 0);
             let full = self.tx.window_full(i);
             session.note_foreign_traffic(now, path_id(i), sent, acked_wire, full);
-            let held = session.stream_held(path_id(i));
-            if held != self.tx.is_held(i) {
-                self.tx.set_held(i, held);
+            let allowance = (session.stream_allowance(now, path_id(i)))
+                .map(|wire| stream_bytes_of_wire(wire, overhead + 1));
+            let was = self.tx.is_held(i);
+            self.tx.set_allowance(i, allowance);
+            (self.rx).set_avoided(i, session.stream_acks_avoid(now, path_id(i)));
+            if self.tx.is_held(i) != was {
                 self.quiet = None;
             }
         }
