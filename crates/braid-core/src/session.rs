@@ -297,9 +297,8 @@ impl Session {
     /// the tunnel's): `sent` and `acked` bytes (on the wire, as the tunnel counts its own),
     /// and whether its window on the path is full. A metered path's budget and cap count
     /// the stream's bytes, a cheap path's predicted rate counts what the stream delivered,
-    /// and a cheap path has room only if both engines have room on it; the holds this sets
-    /// are read back with [`Path::is_metered_hold`] for the stream
-    /// (`StreamSender::set_held`). Without metering only the counters move.
+    /// and a cheap path has room only if both engines have room on it; what the stream may
+    /// send next is [`Session::stream_allowance`]. Without metering only the counters move.
     pub fn note_foreign_traffic(
         &mut self,
         now: Instant,
