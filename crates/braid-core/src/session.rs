@@ -315,8 +315,10 @@ impl Session {
         if let Some(m) = &mut self.metering {
             // The stream carries TCP in no class: class 0's budget, where classes have own.
             m.on_class_sent(0, pi, sent);
-            self.meter(now);
-            self.wake();
+            // A hold lifted lets the tunnel send on the path too.
+            if self.meter(now) {
+                self.wake();
+            }
         }
     }
 
@@ -332,18 +334,6 @@ impl Session {
         self.metering
             .as_ref()?
             .stream_allowance(now, usize::from(pi))
-    }
-
-    /// Whether split-TCP's stream should send its SACKs on another path than `path`: a
-    /// metered path whose cap this end has spent (its bytes both ways count against it),
-    /// while another path is usable (`StreamReceiver::set_avoided`).
-    pub fn stream_acks_avoid(&self, now: Instant, path: PathId) -> bool {
-        let Some(pi) = self.index.get(usize::from(path)).copied().flatten() else {
-            return false;
-        };
-        let pi = usize::from(pi);
-        (self.metering.as_ref()).is_some_and(|m| m.is_cap_spent(now, pi))
-            && (self.paths.iter().enumerate()).any(|(i, p)| i != pi && p.is_usable())
     }
 
     /// Whether the session meters paths (its own configuration, or the gateway's

@@ -58,12 +58,12 @@ enum Seen {
 }
 
 impl Meter {
-    /// Whether the cap has no room for a datagram of `max_datagram` bytes beside what
-    /// heartbeats will need (`control_bytes_per_s`) over the rest of its period.
-    fn cap_spent(&self, now: Instant, max_datagram: u64, control_bytes_per_s: f64) -> bool {
-        self.cap.is_some_and(|(left, ends)| {
+    /// What the cap leaves for sending once heartbeats have what they will need
+    /// (`control_bytes_per_s`) over the rest of its period; `None` without a cap.
+    fn cap_room(&self, now: Instant, control_bytes_per_s: f64) -> Option<u64> {
+        self.cap.map(|(left, ends)| {
             let t = ends.saturating_duration_since(now).as_secs_f64();
-            left < max_datagram + (control_bytes_per_s * t) as u64
+            left.saturating_sub((control_bytes_per_s * t) as u64)
         })
     }
 }
@@ -246,7 +246,8 @@ impl Metering {
             if !m.metered {
                 continue;
             }
-            let cap_spent = m.cap_spent(now, self.max_datagram, self.control_bytes_per_s);
+            let cap_spent = (m.cap_room(now, self.control_bytes_per_s))
+                .is_some_and(|room| room < self.max_datagram);
             // Only whole datagrams within the budget: a metered byte past it is one the
             // model did not buy (osctp-table1: 1.079 of the oracle with one datagram of
             // slack per interval).
@@ -292,13 +293,6 @@ impl Metering {
         }
     }
 
-    /// Whether path position `pi` is metered with its cap spent (its bytes both ways count).
-    pub(super) fn is_cap_spent(&self, now: Instant, pi: usize) -> bool {
-        (self.meters.get(pi)).is_some_and(|m| {
-            m.metered && m.cap_spent(now, self.max_datagram, self.control_bytes_per_s)
-        })
-    }
-
     /// What split-TCP's stream may still send on path position `pi`
     /// ([`Session::stream_allowance`]).
     pub(super) fn stream_allowance(&self, now: Instant, pi: usize) -> Option<u64> {
@@ -311,10 +305,8 @@ impl Metering {
         if let Some(class) = self.classes.first() {
             allowance = allowance.min(left(class));
         }
-        if let Some((cap_left, ends)) = m.cap {
-            let t = ends.saturating_duration_since(now).as_secs_f64();
-            let reserve = (self.control_bytes_per_s * t) as u64;
-            allowance = allowance.min(cap_left.saturating_sub(reserve));
+        if let Some(room) = m.cap_room(now, self.control_bytes_per_s) {
+            allowance = allowance.min(room);
         }
         Some(allowance)
     }
@@ -594,12 +586,13 @@ impl Session {
 
     /// Brings the metered paths' budgets up to `now` (nothing without metering); a change
     /// of hold ends a scheduler's standing decision.
-    pub(super) fn meter(&mut self, now: Instant) {
-        if let Some(m) = &mut self.metering {
-            if m.update(now, &mut self.paths) {
-                self.scheduling.held_class = None;
-            }
+    /// Returns whether a hold changed.
+    pub(super) fn meter(&mut self, now: Instant) -> bool {
+        let changed = (self.metering.as_mut()).is_some_and(|m| m.update(now, &mut self.paths));
+        if changed {
+            self.scheduling.held_class = None;
         }
+        changed
     }
 
     /// Starts metered path `id`'s data cap afresh at `now` with `cap` (the daemon's

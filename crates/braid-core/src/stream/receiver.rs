@@ -129,8 +129,6 @@ pub struct StreamReceiver {
     sack_credit: i64,
     /// The SACK now due is held by the budget (counted once).
     held: bool,
-    /// Per path, whether SACKs should leave on another ([`StreamReceiver::set_avoided`]).
-    avoided: Vec<bool>,
     stats: ReceiverStats,
 }
 
@@ -159,7 +157,6 @@ impl StreamReceiver {
             sack_buf: Sack::default(),
             sack_credit: SACK_BURST,
             held: false,
-            avoided: Vec::new(),
             stats: ReceiverStats::default(),
         }
     }
@@ -336,7 +333,6 @@ impl StreamReceiver {
             AckPath::Spread => self.spread_path(now),
             AckPath::Fixed(p) => p,
         };
-        let path = self.unless_avoided(path);
         if let Some(t) = self.sacks_sent.get_mut(path as usize) {
             *t = Some(now);
         }
@@ -360,38 +356,6 @@ impl StreamReceiver {
         self.last_rwnd = self.rwnd();
         self.stats.sacks += 1;
         Some(path)
-    }
-
-    /// SACKs leave path `p` for another while `avoided` (a metered path whose budget or cap
-    /// this end has spent: its SACKs would cost what the data may not;
-    /// `Session::stream_allowance`).
-    pub fn set_avoided(&mut self, p: usize, avoided: bool) {
-        if self.avoided.len() <= p {
-            if !avoided {
-                return;
-            }
-            self.avoided.resize(p + 1, false);
-        }
-        self.avoided[p] = avoided;
-    }
-
-    /// `path`, or where it is avoided the path not avoided that DATA reached last (`path`
-    /// itself if there is none: a SACK on a dear path beats none).
-    fn unless_avoided(&self, path: PathId) -> PathId {
-        if !self
-            .avoided
-            .get(usize::from(path))
-            .copied()
-            .unwrap_or(false)
-        {
-            return path;
-        }
-        (self.arrivals.iter().enumerate())
-            .filter(|&(i, _)| !self.avoided.get(i).copied().unwrap_or(false))
-            .filter_map(|(i, t)| Some((i, (*t)?)))
-            .max_by_key(|&(_, t)| t)
-            .and_then(|(i, _)| PathId::try_from(i).ok())
-            .unwrap_or(path)
     }
 
     /// [`ReceiverConfig::ack_ratio`]'s budget is spent.

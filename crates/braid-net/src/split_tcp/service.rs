@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use braid_core::stream::split::{acked_wire_bytes, stream_bytes_of_wire};
 use braid_core::{Instant, PathId};
 use braid_secure::MAX_HANDSHAKE_LEN;
 use mio::net::{TcpListener, TcpStream, UdpSocket};
@@ -39,7 +40,12 @@ use mio::{Events, Interest, Poll, Token};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::arrivals::{Arrivals, PeerArrivals, Traffic, METER_TICK, WIRE_OVERHEAD};
-use braid_core::stream::split::{acked_wire_bytes, stream_bytes_of_wire};
+use super::redirect::{original_destination, Ports};
+use super::session::{Conn, Request, Session};
+use crate::clock::Clock;
+use crate::config::Binding;
+use crate::secure::{GatewaySecurity, HandshakeRate, Opened, ServerSecurity};
+use crate::status::Drops;
 
 /// Bytes around each of the stream's datagrams on the wire: the envelope, `sealing` bytes
 /// of the security layer, UDP and IP.
@@ -51,12 +57,6 @@ fn outside(sealing: usize) -> usize {
 fn stream_bytes(wire: u64, sealing: usize) -> u64 {
     stream_bytes_of_wire(wire, outside(sealing))
 }
-use super::redirect::{original_destination, Ports};
-use super::session::{Conn, Request, Session};
-use crate::clock::Clock;
-use crate::config::Binding;
-use crate::secure::{GatewaySecurity, HandshakeRate, Opened, ServerSecurity};
-use crate::status::Drops;
 
 const MAGIC: u8 = 0xB7;
 pub(crate) const NEW: u8 = 1;
@@ -537,9 +537,9 @@ impl GatewayLoop {
     /// window there is full, and limits each uplink to what the tunnel's metering allows.
     fn exchange_meters(&mut self) {
         let Some(a) = &self.arrivals else { return };
+        let sealing = self.sec.overhead();
         for i in 0..self.sockets.len() {
             let (acked, full) = self.session.meter(i);
-            let sealing = self.sec.overhead();
             let wire = acked_wire_bytes(acked, outside(sealing));
             let allowance = a.exchange(i, wire, full);
             (self.session).set_allowance(i, allowance.map(|w| stream_bytes(w, sealing)));
@@ -1030,16 +1030,16 @@ impl ServerLoop {
         let Some(key) = self.sec.session_peer(pid) else {
             return;
         };
+        let sealing = self.sec.overhead();
         for (i, sent) in peer.sent.iter_mut().enumerate() {
             let (acked, full) = peer.session.meter(i);
             let t = Traffic {
                 sent: std::mem::take(sent),
-                acked: acked_wire_bytes(acked, outside(self.sec.overhead())),
+                acked: acked_wire_bytes(acked, outside(sealing)),
                 full,
             };
             let Ok(path) = PathId::try_from(i) else { break };
             let allowance = a.exchange(&key, path, t);
-            let sealing = self.sec.overhead();
             (peer.session).set_allowance(i, allowance.map(|w| stream_bytes(w, sealing)));
         }
     }

@@ -30,6 +30,8 @@ use braid_core::stream::{StreamReceiver, StreamSender};
 use braid_core::time::earliest;
 use braid_core::{Instant, PathId};
 
+use super::path_id;
+
 use crate::host::packets::Packets;
 use crate::host::tcp::{ConnId, Stack, State};
 use crate::host::transport::Buffers;
@@ -122,10 +124,6 @@ struct Meter {
     datagrams: u64,
     /// The stream's acknowledged payload bytes when last told.
     acked: u64,
-}
-
-fn path_id(i: usize) -> PathId {
-    PathId::try_from(i).unwrap_or(PathId::MAX)
 }
 
 impl SplitEnd {
@@ -270,7 +268,6 @@ impl SplitEnd {
                 .map(|wire| stream_bytes_of_wire(wire, overhead + 1));
             let was = self.tx.is_held(i);
             self.tx.set_allowance(i, allowance);
-            (self.rx).set_avoided(i, session.stream_acks_avoid(now, path_id(i)));
             if self.tx.is_held(i) != was {
                 self.quiet = None;
             }
