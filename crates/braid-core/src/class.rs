@@ -180,6 +180,46 @@ impl FlowMatch {
     }
 }
 
+impl FlowMatch {
+    /// The criteria as the Hello's metered-classes option carries them.
+    pub fn to_wire(&self) -> braid_wire::ClassMatchOpt {
+        braid_wire::ClassMatchOpt {
+            protocol: match self.protocol {
+                None => 0,
+                Some(Protocol::Tcp) => 1,
+                Some(Protocol::Udp) => 2,
+                Some(Protocol::Icmp) => 3,
+            },
+            ports: self.ports.iter().map(|r| (r.low, r.high)).collect(),
+            dscp: self.dscp.clone(),
+        }
+    }
+
+    /// The criteria of a metered-classes option's class (already checked when parsed).
+    pub fn from_wire(m: &braid_wire::ClassMatchOpt) -> FlowMatch {
+        FlowMatch {
+            protocol: match m.protocol {
+                1 => Some(Protocol::Tcp),
+                2 => Some(Protocol::Udp),
+                3 => Some(Protocol::Icmp),
+                _ => None,
+            },
+            ports: (m.ports.iter())
+                .map(|&(low, high)| PortRange { low, high })
+                .collect(),
+            dscp: m.dscp.clone(),
+        }
+    }
+}
+
+/// The index of the first of `matches` a flow meets, plus one; 0 when none.
+pub fn first_match(matches: &[FlowMatch], info: &PacketInfo) -> usize {
+    matches
+        .iter()
+        .position(|m| m.matches(info))
+        .map_or(0, |i| i + 1)
+}
+
 /// The class index of a flow: 0 for the default class, `i + 1` for `classes[i]`.
 pub fn classify(classes: &[ClassConfig], info: &PacketInfo) -> usize {
     classes

@@ -554,7 +554,7 @@ impl Session {
                         .is_some_and(|c| c & braid_wire::CAP_RESTORES_HEADERS != 0);
                     self.config_due = Some(path);
                     if let Some(m) = h.metering {
-                        self.adopt_peer_metering(now, m);
+                        self.adopt_peer_metering(now, m, h.metered_classes);
                     }
                     self.push_event(Event::PeerHello { paths: h.paths });
                 }
@@ -1013,12 +1013,16 @@ impl Session {
         }
         self.announce_due = false;
         let announcement = self.metering_announcement(now).filter(|_| hello);
+        let classes = announcement
+            .as_ref()
+            .and_then(|_| self.metered_classes_announcement());
         let msg = if hello {
             Message::Hello(Hello {
                 paths: u8::try_from(self.paths.len()).ok(),
                 capabilities: Some(braid_wire::CAP_RESTORES_HEADERS),
                 name: None,
                 metering: announcement.as_deref(),
+                metered_classes: classes.as_deref(),
             })
         } else {
             Message::Heartbeat

@@ -859,7 +859,7 @@ fn new_session(
 
 /// The engine's metering of the gateway's uplinks at `unix_s`, each cap whole: the
 /// gateway then gives the session what the period left of it (`gateway/meter.rs`).
-fn metered_uplinks(
+pub(crate) fn metered_uplinks(
     cfg: &GatewayConfig,
     unix_s: u64,
 ) -> Option<braid_core::metered::MeteringConfig> {
@@ -876,6 +876,14 @@ fn metered_uplinks(
     )?;
     // The server budgets downloads on the metered uplinks from the Hello's metering.
     c.announce = !metered.is_empty();
+    let classes = (c.classes_option(&cfg.engine.classes)).filter(|_| c.announce);
+    if classes.is_some_and(|o| o.to_bytes().is_err()) {
+        tracing::warn!(
+            "the traffic classes' metered budgets do not fit the Hello (255 bytes, about 9 \
+             classes with a port range each): the server budgets downloads for all the \
+             traffic at once"
+        );
+    }
     Some(c)
 }
 

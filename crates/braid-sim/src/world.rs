@@ -286,10 +286,12 @@ impl World {
                 let gateway =
                     Session::new(config.clone(), Role::Gateway, &gw_paths, Instant::ZERO)?;
                 let mut config = config;
-                // A server told the metered paths by the gateway's Hello has none of its
-                // own (it keeps the interval, predictor and logging).
+                // A server told the metered paths and the classes' budgets by the
+                // gateway's Hello has none of its own (it keeps the interval, predictor and
+                // logging).
                 if let Some(m) = config.metering.as_mut().filter(|m| m.announce) {
                     m.paths.clear();
+                    m.classes.clear();
                 }
                 let split = split::SplitEnd::new(
                     split::End::Gateway,

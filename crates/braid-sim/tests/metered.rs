@@ -250,6 +250,29 @@ fn a_class_with_a_target_gets_the_metered_path_and_a_class_without_waits_for_the
         .find_map(|w| w.udp.as_ref())
         .expect("the stream's report");
     assert!(udp.loss_rate < 0.05, "{udp:?}");
+    // The server learns the classes' budgets from the gateway's Hello, as in the daemons.
+    let told = run(&two_classes(
+        "[engine.metering]\nrecord_intervals = true\nannounce = true\n",
+        "target_mbps = 0.5\nutility = \"threshold\"\n",
+    ))
+    .unwrap();
+    let learnt = dark_sent(&told);
+    let udp_loss = |r: &Report| {
+        (r.workloads.iter())
+            .find_map(|w| w.udp.as_ref())
+            .map_or(1.0, |u| u.loss_rate)
+    };
+    eprintln!(
+        "learnt from the Hello: {learnt} B; the stream's loss {:.3} (own classes {:.3}, one budget {:.3})",
+        udp_loss(&told),
+        udp_loss(&per_class),
+        udp_loss(&shared)
+    );
+    assert!(
+        learnt.abs_diff(class_only) < class_only / 10,
+        "{learnt} B against {class_only} B"
+    );
+    assert!(udp_loss(&told) < 0.05);
 }
 
 /// Split-TCP's stream over the same links (issue 20: the same metering in both modes): the

@@ -9,7 +9,7 @@
 //! - [`header`]: the 16-byte common header every message starts with.
 //! - [`message`]: the message bodies (data, coded, report, heartbeat, hello, config,
 //!   address change, Reed-Solomon parity, nack).
-//! - [`metering`]: the Hello's metering option (a gateway's metered paths).
+//! - [`metering`]: the Hello's metering options (a gateway's metered paths and classes).
 
 mod cursor;
 pub mod header;
@@ -24,7 +24,10 @@ pub use message::{
     CAP_RESTORES_HEADERS, CODED_FIXED_LEN, DATA_FIXED_LEN, MAX_BITMAP_LEN, NACK_FIXED_LEN,
     PARITY_FIXED_LEN, PATH_ENTRY_LEN,
 };
-pub use metering::{MeteredPathOpt, MeteringOpt, UtilityOpt, MAX_METERED_PATHS};
+pub use metering::{
+    ClassMatchOpt, MeteredClassOpt, MeteredClassesOpt, MeteredPathOpt, MeteringOpt, UtilityOpt,
+    MAX_METERED_PATHS,
+};
 
 /// Why a datagram could not be parsed or emitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

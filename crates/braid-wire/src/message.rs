@@ -292,6 +292,7 @@ mod hello_opt {
     pub const CAPABILITIES: u8 = 2;
     pub const NAME: u8 = 3;
     pub const METERING: u8 = 4;
+    pub const METERED_CLASSES: u8 = 5;
 }
 
 /// Option numbers of [`ConfigMsg`].
@@ -319,6 +320,9 @@ pub struct Hello<'a> {
     /// The gateway's metered paths, for the server to budget its sends on them: the
     /// option's value, read with [`crate::MeteringOpt::parse`].
     pub metering: Option<&'a [u8]>,
+    /// The gateway's traffic classes with their utilities, for the server to budget each
+    /// class's downloads on its own: read with [`crate::MeteredClassesOpt::parse`].
+    pub metered_classes: Option<&'a [u8]>,
 }
 
 /// Server's configuration for a gateway (docs/wire.md, "Config").
@@ -371,6 +375,7 @@ impl<'a> Hello<'a> {
                         Some(std::str::from_utf8(v).map_err(|_| Error::Malformed("hello name"))?)
                 }
                 hello_opt::METERING => h.metering = Some(v),
+                hello_opt::METERED_CLASSES => h.metered_classes = Some(v),
                 _ => {}
             }
         }
@@ -382,6 +387,7 @@ impl<'a> Hello<'a> {
             + self.capabilities.map_or(0, |_| 6)
             + self.name.map_or(0, |n| 2 + n.len())
             + self.metering.map_or(0, |m| 2 + m.len())
+            + self.metered_classes.map_or(0, |m| 2 + m.len())
     }
 
     fn emit(&self, w: &mut Writer<'_>) -> Result<()> {
@@ -398,11 +404,16 @@ impl<'a> Hello<'a> {
             w.put(&[hello_opt::NAME, len])?;
             w.put(n.as_bytes())?;
         }
-        if let Some(m) = self.metering {
-            let len = u8::try_from(m.len())
-                .map_err(|_| Error::Malformed("hello metering longer than 255 bytes"))?;
-            w.put(&[hello_opt::METERING, len])?;
-            w.put(m)?;
+        for (kind, value) in [
+            (hello_opt::METERING, self.metering),
+            (hello_opt::METERED_CLASSES, self.metered_classes),
+        ] {
+            if let Some(m) = value {
+                let len = u8::try_from(m.len())
+                    .map_err(|_| Error::Malformed("hello metering longer than 255 bytes"))?;
+                w.put(&[kind, len])?;
+                w.put(m)?;
+            }
         }
         Ok(())
     }

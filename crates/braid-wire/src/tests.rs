@@ -91,6 +91,7 @@ fn every_message_round_trips() {
             capabilities: Some(0),
             name: Some("bus-17"),
             metering: Some(&[2, 1, 2, 3]),
+            metered_classes: Some(&[4, 5]),
         }),
         Message::Hello(Hello::default()),
         Message::Config(ConfigMsg {
@@ -273,6 +274,7 @@ fn unknown_options_and_flags_are_ignored() {
             capabilities: None,
             name: Some("ok"),
             metering: None,
+            metered_classes: None,
         })
     );
     // A truncated option is an error.

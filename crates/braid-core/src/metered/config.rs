@@ -33,6 +33,10 @@ pub struct MeteringConfig {
     /// each class then gets its own budget on the metered paths, within the session's
     /// ([`MeteringSection::class_utilities`]). Empty: one budget for all the traffic.
     pub classes: Vec<Utility>,
+    /// Which flows each of `classes[1..]` takes, when those are not the session's own
+    /// traffic classes: a server budgets its downloads by the classes of the gateway's
+    /// Hello (`MeteredClassesOpt`). `None`: the session's classes.
+    pub class_matches: Option<Vec<crate::class::FlowMatch>>,
 }
 
 impl Default for MeteringConfig {
@@ -45,6 +49,7 @@ impl Default for MeteringConfig {
             record_intervals: false,
             announce: false,
             classes: Vec::new(),
+            class_matches: None,
         }
     }
 }
@@ -230,6 +235,30 @@ impl MeteringSection {
         std::iter::once(unmatched)
             .chain(classes.iter().map(|c| of(c.target_mbps, c.utility)))
             .collect()
+    }
+}
+
+impl MeteringConfig {
+    /// The Hello's metered-classes option for `classes` (the session's traffic classes):
+    /// each class's flows and utility, so that the server budgets downloads class by
+    /// class too. `None` when the classes have no budgets of their own.
+    pub fn classes_option(
+        &self,
+        classes: &[crate::class::ClassConfig],
+    ) -> Option<braid_wire::MeteredClassesOpt> {
+        let (unmatched, rest) = self.classes.split_first()?;
+        if rest.len() != classes.len() {
+            return None;
+        }
+        Some(braid_wire::MeteredClassesOpt {
+            unmatched: (*unmatched).into(),
+            classes: (classes.iter().zip(rest))
+                .map(|(c, u)| braid_wire::MeteredClassOpt {
+                    matcher: c.matcher.to_wire(),
+                    utility: (*u).into(),
+                })
+                .collect(),
+        })
     }
 }
 

@@ -20,6 +20,28 @@ pub enum Utility {
     Linear { weight: f64 },
 }
 
+/// As the Hello's metering options carry it.
+impl From<Utility> for braid_wire::UtilityOpt {
+    fn from(u: Utility) -> Self {
+        match u {
+            Utility::Log { weight } => Self::Log { weight },
+            Utility::Threshold { target_bps, weight } => Self::Threshold { target_bps, weight },
+            Utility::Linear { weight } => Self::Linear { weight },
+        }
+    }
+}
+
+impl From<braid_wire::UtilityOpt> for Utility {
+    fn from(u: braid_wire::UtilityOpt) -> Self {
+        use braid_wire::UtilityOpt as U;
+        match u {
+            U::Log { weight } => Utility::Log { weight },
+            U::Threshold { target_bps, weight } => Utility::Threshold { target_bps, weight },
+            U::Linear { weight } => Utility::Linear { weight },
+        }
+    }
+}
+
 impl Utility {
     /// The log utility whose optimum with a metered link at `price_per_bit` is a total of
     /// `target_bps`: oSCTP's "combined throughput target" `K4 / K3`.

@@ -13,10 +13,12 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::Session;
-use braid_wire::{MeteredPathOpt, MeteringOpt, UtilityOpt};
+use braid_wire::{MeteredClassesOpt, MeteredPathOpt, MeteringOpt};
 
+use crate::class::{first_match, FlowMatch};
+use crate::flow::PacketInfo;
 use crate::metered::{
-    CapPace, Cost, IntervalRecord, MeteredPath, MeteringConfig, PathModel, Planner, Utility,
+    CapPace, Cost, IntervalRecord, MeteredPath, MeteringConfig, PathModel, Planner,
 };
 use crate::path::Path;
 use crate::{ConfigError, Instant, MeteredStats};
@@ -109,6 +111,9 @@ pub(super) struct Metering {
     /// ([`MeteringConfig::classes`]): a class sends on a metered path only within both its
     /// own budget and the session's. Fed the bytes each class sends on each path.
     classes: Vec<Planner>,
+    /// Which flows each of `classes[1..]` takes where they are the gateway's classes, not
+    /// the session's ([`MeteringConfig::class_matches`]).
+    class_matches: Option<Vec<FlowMatch>>,
     interval: Duration,
     created: Instant,
     interval_start: Instant,
@@ -186,6 +191,7 @@ impl Metering {
         Ok(Metering {
             planner,
             classes,
+            class_matches: config.class_matches.clone(),
             interval: config.interval,
             created: now,
             interval_start: now,
@@ -314,6 +320,16 @@ impl Metering {
     /// Whether the path at position `pi` is metered (its bytes cost).
     pub(super) fn is_metered(&self, pi: usize) -> bool {
         self.meters.get(pi).is_some_and(|m| m.metered)
+    }
+
+    /// The class whose budget a packet of scheduling class `class` spends: the same,
+    /// unless the budgets are by the gateway's classes.
+    pub(super) fn budget_class(&self, class: usize, info: &Option<PacketInfo>) -> usize {
+        match (&self.class_matches, info) {
+            (None, _) => class,
+            (Some(m), Some(info)) => first_match(m, info),
+            (Some(_), None) => 0,
+        }
     }
 
     /// Whether traffic class `class` may send a datagram on path position `pi` within its
@@ -502,13 +518,7 @@ impl Session {
         if self.role != crate::Role::Gateway {
             return None;
         }
-        let utility = match config.utility {
-            Utility::Log { weight } => UtilityOpt::Log { weight },
-            Utility::Threshold { target_bps, weight } => {
-                UtilityOpt::Threshold { target_bps, weight }
-            }
-            Utility::Linear { weight } => UtilityOpt::Linear { weight },
-        };
+        let utility = config.utility.into();
         let paths = (config.paths.iter().take(braid_wire::MAX_METERED_PATHS))
             .map(|p| {
                 let cap = (m.meters.iter())
@@ -528,12 +538,29 @@ impl Session {
         MeteringOpt { utility, paths }.to_bytes().ok()
     }
 
+    /// What an announcing gateway whose classes have budgets of their own tells the server
+    /// beside [`Self::metering_announcement`] ([`MeteringConfig::classes_option`]); `None`
+    /// when the classes do not fit the option's 255 bytes (9 with a port range each; the
+    /// server then budgets downloads for all the traffic at once).
+    pub(super) fn metered_classes_announcement(&self) -> Option<Vec<u8>> {
+        let config = self.config.metering.as_ref().filter(|c| c.announce)?;
+        if self.role != crate::Role::Gateway {
+            return None;
+        }
+        config.classes_option(&self.config.classes)?.to_bytes().ok()
+    }
+
     /// A server's answer to the metering in a gateway's Hello: without metering of its
     /// own it budgets what it sends on those paths with the same model (oSCTP §IV-F for
     /// the downloads); a later Hello brings the caps up to date. A malformed or invalid
     /// announcement is counted and ignored. (A server with metered paths of its own, as in
     /// a scenario without `announce`, keeps them.)
-    pub(super) fn adopt_peer_metering(&mut self, now: Instant, value: &[u8]) {
+    pub(super) fn adopt_peer_metering(
+        &mut self,
+        now: Instant,
+        value: &[u8],
+        classes: Option<&[u8]>,
+    ) {
         let Ok(opt) = MeteringOpt::parse(value) else {
             self.stats.malformed_datagrams += 1;
             return;
@@ -555,17 +582,25 @@ impl Session {
         if (self.metering.iter()).any(|m| m.meters.iter().any(|x| x.metered)) {
             return;
         }
-        let utility = match opt.utility {
-            UtilityOpt::Log { weight } => Utility::Log { weight },
-            UtilityOpt::Threshold { target_bps, weight } => {
-                Utility::Threshold { target_bps, weight }
+        // The server's own interval, predictor and logging, if it has them; the gateway's
+        // classes' budgets where it sends them, else the server's own classes'.
+        let mut own = self.config.metering.clone().unwrap_or_default();
+        match classes.map(MeteredClassesOpt::parse) {
+            Some(Ok(c)) => {
+                own.classes = std::iter::once(c.unmatched.into())
+                    .chain(c.classes.iter().map(|c| c.utility.into()))
+                    .collect();
+                own.class_matches = Some(
+                    (c.classes.iter())
+                        .map(|c| FlowMatch::from_wire(&c.matcher))
+                        .collect(),
+                );
             }
-            UtilityOpt::Linear { weight } => Utility::Linear { weight },
-        };
-        // The server's own interval, predictor and logging, if it has them.
-        let own = self.config.metering.clone().unwrap_or_default();
+            Some(Err(_)) => self.stats.malformed_datagrams += 1,
+            None => {}
+        }
         let config = MeteringConfig {
-            utility,
+            utility: opt.utility.into(),
             paths: (opt.paths.iter())
                 .map(|p| MeteredPath {
                     id: p.path,

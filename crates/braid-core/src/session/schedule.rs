@@ -162,6 +162,9 @@ impl Session {
         let sch = &mut self.scheduling;
         let flow = info.and_then(|i| sch.flows.lookup_outgoing(now, &i, |i| classify(classes, i)));
         let class = flow.map_or(0, |f| f.class).min(sch.schedulers.len() - 1);
+        // The class whose metered budget it spends: the same one, unless the budgets are
+        // the gateway's classes (a server metering downloads by the gateway's Hello).
+        let budget_class = (self.metering.as_ref()).map_or(class, |m| m.budget_class(class, &info));
         let scheduler = &mut sch.schedulers[class];
         let needs_counts =
             scheduler.pins_flows() && flow.is_some_and(|f| f.new || f.pinned.is_none());
@@ -185,7 +188,8 @@ impl Session {
         // by a full queue (the class is policed at its budget), and the next one is tried
         // at once. (A resend with its sequence fixed leaves a hole the peer's hole timeout
         // closes, as a loss would.)
-        let blocked = (self.metering.as_ref()).is_some_and(|m| m.class_blocked(class, &self.paths));
+        let blocked =
+            (self.metering.as_ref()).is_some_and(|m| m.class_blocked(budget_class, &self.paths));
         if blocked {
             sch.retry_at = Some(now);
             sch.backlog_full = false;
@@ -197,7 +201,7 @@ impl Session {
         }
         // A class with a metered budget of its own sees its paths held by it.
         if let Some(m) = &self.metering {
-            m.hold_for_class(class, &mut self.paths);
+            m.hold_for_class(budget_class, &mut self.paths);
         }
         let choice = scheduler.select(now, &meta, &self.paths);
         if let Some(m) = &self.metering {
@@ -222,7 +226,8 @@ impl Session {
                 // The original on the first live path that a metered budget does not hold.
                 let held = |i: usize| {
                     self.paths[i].is_metered_hold()
-                        || (self.metering.as_ref()).is_some_and(|m| !m.class_may_send(class, i))
+                        || (self.metering.as_ref())
+                            .is_some_and(|m| !m.class_may_send(budget_class, i))
                 };
                 let first = live_positions(&self.paths)
                     .find(|&i| !held(i))
@@ -232,7 +237,8 @@ impl Session {
         };
         // A metered path whose budget is spent, chosen when no other path was usable:
         // the packet waits for the next interval (`session/metering.rs`).
-        let class_held = (self.metering.as_ref()).is_some_and(|m| !m.class_may_send(class, pi));
+        let class_held =
+            (self.metering.as_ref()).is_some_and(|m| !m.class_may_send(budget_class, pi));
         if self.paths[pi].is_metered_hold() || class_held {
             sch.retry_at = self.metering.as_ref().map(|m| m.poll_timeout());
             return None;
@@ -280,7 +286,7 @@ impl Session {
         }
         let t = self.send_data(now, pi, seq, &packet, buf, unordered);
         if let (Some(m), Some(t)) = (&mut self.metering, &t) {
-            m.on_class_sent(class, pi, t.len as u64);
+            m.on_class_sent(budget_class, pi, t.len as u64);
         }
         self.recovery
             .on_data_sent(now, seq, &self.paths[pi], &packet);
@@ -288,7 +294,9 @@ impl Session {
             let scheduler = &self.scheduling.schedulers[class];
             let remaining: VecDeque<usize> = live_positions(&self.paths)
                 .filter(|&i| i != pi && !self.paths[i].is_metered_hold())
-                .filter(|&i| (self.metering.as_ref()).is_none_or(|m| m.class_may_send(class, i)))
+                .filter(|&i| {
+                    (self.metering.as_ref()).is_none_or(|m| m.class_may_send(budget_class, i))
+                })
                 .filter(|&i| scheduler.wants_copy(now, &self.paths[i]))
                 .collect();
             if !remaining.is_empty() {

@@ -66,6 +66,11 @@ pub(super) fn config() -> Config {
 
 impl Net {
     pub(super) fn new(config: Config, up: Vec<Pipe>, down: Vec<Pipe>) -> Net {
+        Net::pair(config.clone(), config, up, down)
+    }
+
+    /// A gateway and a server with configurations of their own.
+    pub(super) fn pair(config: Config, server: Config, up: Vec<Pipe>, down: Vec<Pipe>) -> Net {
         let paths: Vec<PathConfig> = (0..up.len())
             .map(|i| PathConfig {
                 id: i as PathId,
@@ -83,8 +88,8 @@ impl Net {
             .collect();
         Net {
             now: Instant::ZERO,
-            gw: Session::new(config.clone(), Role::Gateway, &paths, Instant::ZERO).unwrap(),
-            srv: Session::new(config, Role::Server, &srv_paths, Instant::ZERO).unwrap(),
+            gw: Session::new(config, Role::Gateway, &paths, Instant::ZERO).unwrap(),
+            srv: Session::new(server, Role::Server, &srv_paths, Instant::ZERO).unwrap(),
             up,
             down,
             flight: Vec::new(),
@@ -666,7 +671,7 @@ fn headers_are_compressed_only_towards_a_peer_that_restores_them() {
 }
 
 /// An IPv4 UDP packet from source port `port`, `len` bytes, carrying `i` first.
-fn udp(port: u16, i: u32, len: usize) -> Vec<u8> {
+pub(super) fn udp(port: u16, i: u32, len: usize) -> Vec<u8> {
     let mut p = vec![0u8; len.max(32)];
     p[0] = 0x45;
     let total = p.len() as u16;

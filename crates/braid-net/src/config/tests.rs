@@ -352,6 +352,13 @@ fn metered_uplinks_take_a_price_a_cap_and_a_target() {
     let c = engine_config(&g.engine, 1400, 1).metering.unwrap();
     // The class's target adds to the session's: Strategy 1 at 3 Mbit/s.
     assert!(c.paths.is_empty());
+    // The gateway's session meters the uplink and tells the server the class's budget.
+    let m = crate::gateway::metered_uplinks(&g, 0).unwrap();
+    assert!(m.announce && m.paths.len() == 1, "{m:?}");
+    let classes = m.classes_option(&g.engine.classes).unwrap();
+    assert_eq!(classes.classes.len(), 1);
+    assert_eq!(classes.classes[0].matcher.protocol, 2);
+    assert!(classes.to_bytes().is_ok());
     let e = gateway_err(&text.replace("cap_reset_day = 1", ""));
     assert!(e.contains("monthly_cap_gb needs cap_reset_day"), "{e}");
     let e = gateway_err(&text.replace("cost_per_gb = 8", "cost_per_gb = -8"));
