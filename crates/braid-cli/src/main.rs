@@ -6,6 +6,7 @@ mod daemon;
 mod demo;
 mod keys;
 mod lab;
+mod overhear;
 mod progress;
 mod relay;
 mod report;
@@ -36,6 +37,10 @@ enum Command {
     /// Lend this node's uplink to a braid session, home traffic first (docs/daemon.md,
     /// "relay").
     Relay(relay::Args),
+    /// What a BaPu AP here would overhear: the uploads in 802.11 frames from a monitor
+    /// interface (radiotap) or a pcap file, by session, MAC retries removed, and the
+    /// frames refused and why (docs/daemon.md, "overhear").
+    Overhear(overhear::Args),
     /// Show a running gateway's or server's paths: state, rate, RTT, loss, bytes.
     Status(daemon::StatusArgs),
     /// Run the demo: two recorded LTE links through each alone, Linux MPTCP and braid:
@@ -110,6 +115,7 @@ fn main() -> std::process::ExitCode {
         Command::Gateway(a) => daemon::gateway(a),
         Command::Server(a) => daemon::server(a),
         Command::Relay(a) => relay::run(a),
+        Command::Overhear(a) => overhear::run(a),
         Command::Status(a) => daemon::status(a),
         Command::Demo(a) => demo::run(a),
         Command::Sim(a) => sim::run(a),

@@ -27,6 +27,7 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::time::Duration;
 
 use braid_core::bapu::ap::{ApConfig, BapuAp};
+use braid_core::bapu::frame;
 use braid_core::bapu::proactive_ack::{AckVerdict, ProactiveAck, ProactiveAckConfig};
 use braid_core::bapu::repair::{Repair, RepairConfig, RepairStats};
 use braid_core::bapu::report::{self, Announce, Message};
@@ -186,9 +187,10 @@ impl BapuReport {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
     /// A frame from the sender, one try, heard (or not) by APs.
+    /// A try of a frame as a monitor interface captures it (radiotap, 802.11).
     Overheard {
         ap: usize,
-        packet: Vec<u8>,
+        frame: Vec<u8>,
     },
     /// A frame reaches the sender.
     ToSender(Vec<u8>),
@@ -264,11 +266,16 @@ struct World<'a> {
     pace_free: Instant,
     pace_armed: Option<Instant>,
     air_lost: u64,
+    /// The sender's 802.11 sequence number, one per frame (its retries repeat it).
+    frame_seq: u16,
     gateway_duplicates: u64,
     timers_at: Option<Instant>,
 }
 
 const BSSID: [u8; 6] = [0x02, 0xba, 0x90, 0, 0, 1];
+/// The sender's station address and the next hop it sends to (the home AP's router).
+const SENDER: [u8; 6] = [0x02, 0xba, 0x90, 0, 0, 2];
+const GATEWAY: [u8; 6] = [0x02, 0xba, 0x90, 0, 0, 3];
 
 fn at_us(t: Instant) -> u64 {
     t.as_micros()
@@ -346,6 +353,7 @@ impl<'a> World<'a> {
             pace_free: Instant::ZERO,
             pace_armed: None,
             air_lost: 0,
+            frame_seq: 0,
             gateway_duplicates: 0,
             timers_at: None,
         })
@@ -373,11 +381,11 @@ impl<'a> World<'a> {
     fn handle(&mut self, e: Event) {
         let now = self.now;
         match e {
-            Event::Overheard { ap, packet } => {
-                let new = self.aps[ap].on_overheard(now, BSSID, &packet);
-                if ap == 0 && new.is_some() {
+            Event::Overheard { ap, frame } => {
+                let new = self.aps[ap].on_frame(now, &frame).ok().flatten();
+                if let (0, Some((_, packet))) = (ap, new) {
                     if let Some(pa) = &mut self.pa {
-                        pa.on_uplink(now, &packet);
+                        pa.on_uplink(now, packet);
                     }
                 }
             }
@@ -547,27 +555,24 @@ impl<'a> World<'a> {
         let airtime = secs((p.len() + WIFI_FRAMING) as f64 * 8.0 / (self.cfg.wifi_mbps * 1e6));
         let mut t = self.wifi_free.max(self.now);
         let mut taken = false;
-        for _ in 0..self.cfg.mac_tries.max(1) {
+        self.frame_seq = self.frame_seq.wrapping_add(1);
+        for try_ in 0..self.cfg.mac_tries.max(1) {
             t += airtime;
+            let frame =
+                frame::build_uplink(BSSID, SENDER, GATEWAY, self.frame_seq, try_ > 0, true, &p);
             for ap in 1..self.cfg.aps.len() {
                 if !self.air_rng.chance(self.cfg.aps[ap].monitor_loss) {
                     self.push(
                         t,
                         Event::Overheard {
                             ap,
-                            packet: p.clone(),
+                            frame: frame.clone(),
                         },
                     );
                 }
             }
             if !self.air_rng.chance(self.cfg.home_loss) {
-                self.push(
-                    t,
-                    Event::Overheard {
-                        ap: 0,
-                        packet: p.clone(),
-                    },
-                );
+                self.push(t, Event::Overheard { ap: 0, frame });
                 taken = true;
                 break;
             }

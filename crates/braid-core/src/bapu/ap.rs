@@ -2,7 +2,7 @@
 //! overheard (once each, by IP ID), reports them with its send-buffer level, and queues
 //! for its uplink the ones the gateway's announcements give it.
 //!
-//! The I/O layer feeds it overheard frames' IP packets with their BSSID, tells it how
+//! The I/O layer feeds it overheard frames (or their IP packets with their BSSID), tells it how
 //! full its uplink's send buffer is, and sends what [`BapuAp::poll_report`] and
 //! [`BapuAp::poll_forward`] return.
 
@@ -57,6 +57,9 @@ pub struct ApStats {
     pub evicted: u64,
     /// Packets of sessions beyond `max_sessions`.
     pub untracked: u64,
+    /// Captured frames that carried no upload ([`super::frame::FrameError`]: a bad FCS,
+    /// encrypted, not station-to-AP data, ...).
+    pub refused_frames: u64,
 }
 
 struct ApSession {
@@ -106,6 +109,22 @@ impl BapuAp {
     /// The key of session `id`, if this AP tracks it.
     pub fn session_key(&self, id: SessionId) -> Option<SessionKey> {
         self.sessions.get(&id).map(|s| s.key)
+    }
+
+    /// A frame a monitor interface captured (radiotap, 802.11; [`super::frame`]): its
+    /// upload, if it carries one, as [`BapuAp::on_overheard`]; a frame that carries none
+    /// is counted and its reason returned.
+    pub fn on_frame<'a>(
+        &mut self,
+        now: Instant,
+        frame: &'a [u8],
+    ) -> Result<Option<(SessionId, &'a [u8])>, super::FrameError> {
+        let f = super::frame::parse_radiotap(frame).inspect_err(|_| {
+            self.stats.refused_frames += 1;
+        })?;
+        Ok(self
+            .on_overheard(now, f.bssid, f.packet)
+            .map(|id| (id, f.packet)))
     }
 
     /// An IP packet overheard (or, at the home AP, received) in a frame of `bssid`.

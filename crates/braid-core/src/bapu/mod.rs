@@ -4,6 +4,7 @@
 //!
 //! Sans-IO like the rest of the engine: every entry point takes `now`, output is pulled.
 //! One idea per module:
+//! - [`frame`]: the radiotap and 802.11 parser for frames a monitor interface captures.
 //! - [`key`]: a session's key <BSSID, protocol, source, destination, ports> and what an AP
 //!   reads from each overheard packet.
 //! - [`report`]: the reception reports (with each AP's send-buffer level) and the
@@ -20,6 +21,7 @@
 
 pub mod ap;
 pub mod dedup;
+pub mod frame;
 pub mod key;
 pub mod proactive_ack;
 pub mod repair;
@@ -29,6 +31,7 @@ pub mod simple_buffer;
 
 pub use ap::{ApStats, BapuAp};
 pub use dedup::IpIdFilter;
+pub use frame::{FrameError, UplinkFrame};
 pub use key::{Overheard, SessionKey};
 pub use proactive_ack::{AckVerdict, ProactiveAck, ProactiveAckStats};
 pub use report::{Announce, Entry, Message, Report, ReportError};

@@ -161,6 +161,37 @@ fn ap_reports_once_per_ip_id_and_forwards_what_it_is_given() {
     assert_eq!(ap.stats().missing, 1);
 }
 
+/// Captured frames (radiotap, 802.11): a MAC retry is a duplicate by IP ID, the session
+/// is the frame's BSSID's, and a frame with a bad FCS or from another direction is
+/// counted, not reported.
+#[test]
+fn ap_takes_captured_frames() {
+    use super::frame::build_uplink;
+    let mut ap = BapuAp::new(ApConfig::new(3));
+    let p = tcp(true, 77, 1000, Some(1), 0, &[], 1200, 100);
+    let sta = [2, 0, 0, 0, 0, 2];
+    let first = build_uplink(BSSID, sta, [2, 0, 0, 0, 0, 3], 5, false, true, &p);
+    let retry = build_uplink(BSSID, sta, [2, 0, 0, 0, 0, 3], 5, true, true, &p);
+    let (id, packet) = ap.on_frame(ms(0), &first).unwrap().unwrap();
+    assert_eq!(packet, &p[..]);
+    assert_eq!(ap.session_key(id).unwrap().bssid, BSSID);
+    assert_eq!(ap.on_frame(ms(1), &retry), Ok(None));
+    assert_eq!(ap.stats().duplicates, 1);
+    let mut bad = first.clone();
+    let last = bad.len() - 5;
+    bad[last] ^= 0x20;
+    assert_eq!(ap.on_frame(ms(2), &bad), Err(super::FrameError::BadFcs));
+    // Without an FCS to break: from the AP to a station.
+    let mut from_ap = build_uplink(BSSID, sta, [2, 0, 0, 0, 0, 3], 6, false, false, &p);
+    from_ap[13] = 0x02;
+    assert_eq!(
+        ap.on_frame(ms(2), &from_ap),
+        Err(super::FrameError::NotUplink)
+    );
+    assert_eq!(ap.stats().refused_frames, 2);
+    assert_eq!(ap.stats().overheard, 1);
+}
+
 const WSCALE_SACK_TS: [u8; 20] = [
     2, 4, 5, 180, // MSS
     4, 2, // SACK permitted
