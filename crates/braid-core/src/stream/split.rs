@@ -60,11 +60,12 @@ pub fn stream_bytes_of_wire(wire: u64, outside: usize) -> u64 {
 /// reordering allowance ([`FastRetransmit::Rack`], RFC 8985) in place of SD-FRT's count,
 /// a failed path revived by slow start back to its window (`fast_revival`: trace-stream's
 /// 5g-static+lte-walk, its 5G path out for the first 7 s, 0.48 -> 0.72 of the links' sum).
-/// `slow_start`, `zero_window_probe` and `opportunistic_retransmit` stay oSCTP's: together
-/// they lifted the simulator's recorded sets (trace-bulk 0.861 -> 0.877, trace-stream 0.722
-/// -> 0.854) but the lab demo's 5 s bulk download fell from 1.117 to 0.457-0.674 of the
-/// links alone with [`super::SlowStart::HyStart`], and without it the other two lowered
-/// trace-stream (0.681); docs/benchmarks.md.
+/// MPTCP's `opportunistic_retransmit`: a path that stalls (a 5G trace's outage) holds the
+/// chunk the receiver needs next, and it is sent again on a path with room
+/// (trace-stream's worst set 0.728 -> 0.847, trace-bulk's 0.747 -> 0.891, once the SACKs
+/// report every arrival; docs/benchmarks.md). `slow_start` and `zero_window_probe` stay
+/// oSCTP's: [`super::SlowStart::HyStart`] cut the lab demo's 5 s bulk download from 1.117
+/// to 0.457-0.674 of the links alone, and the probe changes no recorded set.
 pub fn stream_config() -> StreamConfig {
     StreamConfig {
         mtu: CHUNK_PAYLOAD,
@@ -73,6 +74,7 @@ pub fn stream_config() -> StreamConfig {
         random_loss: true,
         fast_retransmit: FastRetransmit::Rack,
         fast_revival: true,
+        opportunistic_retransmit: true,
         ..StreamConfig::default()
     }
 }
