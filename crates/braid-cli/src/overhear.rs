@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use braid_core::bapu::ap::{ApConfig, BapuAp};
-use braid_core::bapu::frame::{parse_80211, FrameError};
+use braid_core::bapu::frame::parse_80211;
 use braid_core::bapu::{ApStats, SessionId};
 use braid_core::Instant;
 use pcap_file::pcap::PcapReader;
@@ -101,7 +101,7 @@ impl Listener {
                 row.bytes += len;
             }
             Ok(None) => {}
-            Err(e) => *self.refused.entry(reason(e)).or_default() += 1,
+            Err(e) => *self.refused.entry(e.to_string()).or_default() += 1,
         }
         // Nothing is sent: the reports only empty the AP's batches.
         while self.ap.poll_report(now, u32::MAX).is_some() {}
@@ -140,10 +140,6 @@ impl Listener {
             ap: stats,
         }
     }
-}
-
-fn reason(e: FrameError) -> String {
-    e.to_string()
 }
 
 /// Reads every frame of a pcap file.

@@ -178,9 +178,7 @@ impl FlowMatch {
         }
         true
     }
-}
 
-impl FlowMatch {
     /// The criteria as the Hello's metered-classes option carries them.
     pub fn to_wire(&self) -> braid_wire::ClassMatchOpt {
         braid_wire::ClassMatchOpt {

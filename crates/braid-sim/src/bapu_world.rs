@@ -186,8 +186,8 @@ impl BapuReport {
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
-    /// A frame from the sender, one try, heard (or not) by APs.
-    /// A try of a frame as a monitor interface captures it (radiotap, 802.11).
+    /// One try of a frame from the sender as an AP's monitor interface captures it
+    /// (radiotap, 802.11).
     Overheard {
         ap: usize,
         frame: Vec<u8>,
